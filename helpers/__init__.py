@@ -1,0 +1,31 @@
+"""Inference Lab toolkit: the real logic behind the course notebooks.
+
+Public names are imported lazily, so ``import helpers`` does no work (no file
+reads, no matplotlib, no server). Layers, from pure math up to I/O:
+models, hardware, kvcache, roofline, engine, toy | server, client, plots, widgets.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> submodule that defines it
+_EXPORTS: dict[str, str] = {}
+
+
+def _export(module: str, *names: str) -> None:
+    for name in names:
+        _EXPORTS[name] = module
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"helpers.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,1 @@
+"""Sub-commands of ``python -m helpers`` (one module each)."""
