@@ -29,3 +29,9 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
+_export("models", "ModelSpec", "ParamLayout", "load_model", "list_models", "attention_kind")
+_export("hardware", "GPUSpec", "load_gpu", "list_gpus")
+_export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
+        "format_bytes", "compare_attention", "AttentionVariant")
+_export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "NON_TORCH_BYTES")
+_export("params", "count_params")

@@ -9,7 +9,9 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = {}
+COMMANDS = {
+    "kv": "KV-cache size and capacity plan for a model on a GPU",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
