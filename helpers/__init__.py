@@ -29,9 +29,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
+_export("toy.config", "ToyConfig", "toy_preset", "width_sweep")
+_export("toy.generate", "ToyModel", "Generation", "random_prompt")
+_export("toy.counts", "ToyStepCost", "toy_step_cost", "toy_generation_cost", "growth_exponent")
+_export("toy.probe", "copy_bandwidth_bytes_per_s", "matmul_flops_per_s")
+_export("toy.measure", "PhaseThroughput", "DecodeTiming", "phase_throughput", "decode_timing",
+        "batch_decode_timings")
+_export("plots.toy", "plot_step_latency", "plot_generation_cost", "plot_phase_throughput",
+        "plot_batch_decode", "plot_roofline", "plot_decode_prediction")
 _export("models", "ModelSpec", "ParamLayout", "load_model", "list_models", "attention_kind")
 _export("hardware", "GPUSpec", "load_gpu", "list_gpus")
 _export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
         "format_bytes", "compare_attention", "AttentionVariant")
 _export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "NON_TORCH_BYTES")
 _export("params", "count_params")
+_export("widgets.kv", "kv_calculator", "capacity_panel", "KVEstimate")
+_export("plots.kv", "plot_kv_vs_seq_len", "plot_kv_vs_batch", "plot_kv_savings")

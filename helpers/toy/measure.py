@@ -1,0 +1,108 @@
+"""Timing the toy model's phases on this CPU (notebook 01, sections 4-6).
+
+Every function runs the real model and reports the FASTEST of a few repeats: like the bandwidth and
+FLOP probes (``helpers.toy.probe``), it measures what this CPU can do, and it is robust on a busy
+machine, where another process taking a core can slow OpenBLAS's threads for a while.
+Predictions come from ``helpers.toy.counts``.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.toy.counts import toy_step_cost
+from helpers.toy.generate import ToyModel, random_prompt
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseThroughput:
+    """Prefill of a prompt vs decode steps after it, single sequence."""
+
+    prompt_len: int
+    prefill_s: float
+    decode_step_s: float
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.prompt_len / self.prefill_s
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return 1.0 / self.decode_step_s
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeTiming:
+    """One decode step (B sequences, each with ``context_len`` cached tokens): measured vs predicted."""
+
+    batch_size: int
+    context_len: int
+    step_s: float
+    bytes_per_step: float  # weights + KV read (helpers.toy.counts.toy_step_cost)
+    flops_per_step: float
+    bandwidth_bytes_per_s: float  # the bandwidth the prediction assumes
+
+    @property
+    def predicted_s(self) -> float:
+        """Bandwidth-bound time: bytes ÷ bandwidth (no compute, no overhead)."""
+        return self.bytes_per_step / self.bandwidth_bytes_per_s
+
+    @property
+    def achieved_bytes_per_s(self) -> float:
+        return self.bytes_per_step / self.step_s
+
+    @property
+    def bandwidth_fraction(self) -> float:
+        """Achieved ÷ assumed bandwidth (1.0 = the step ran exactly at the measured memory speed)."""
+        return self.achieved_bytes_per_s / self.bandwidth_bytes_per_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch_size / self.step_s
+
+
+def _fastest_s(run: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def phase_throughput(model: ToyModel, prompt_len: int, decode_steps: int = 16,
+                     repeats: int = 3) -> PhaseThroughput:
+    """Tokens/s of prefill (the whole prompt in one pass) vs decode (one token per pass)."""
+    prompt = random_prompt(model.config, prompt_len)
+    model.prefill(prompt[:8])  # warm-up: first calls pay for page faults and BLAS thread start
+    prefill_s = _fastest_s(lambda: model.prefill(prompt, capacity=prompt_len + decode_steps), repeats)
+    _, cache = model.prefill(prompt, capacity=prompt_len + decode_steps * (repeats + 1))
+    model.decode_step(0, cache)
+
+    def decode() -> None:
+        for _ in range(decode_steps):
+            model.decode_step(0, cache)
+
+    return PhaseThroughput(prompt_len, prefill_s, _fastest_s(decode, repeats) / decode_steps)
+
+
+def decode_timing(model: ToyModel, bandwidth_bytes_per_s: float, batch_size: int = 1,
+                  context_len: int = 16, steps: int = 8) -> DecodeTiming:
+    """Fastest decode step for ``batch_size`` sequences after a prefill of ``context_len``."""
+    prompt = random_prompt(model.config, context_len, batch_size=batch_size)
+    _, cache = model.prefill(prompt, capacity=context_len + steps + 1)
+    tokens = np.zeros(batch_size, dtype=np.int64)
+    model.decode_step(tokens, cache)  # warm-up
+    step_s = _fastest_s(lambda: model.decode_step(tokens, cache), steps)
+    # the context grows by one per step: cost the middle step
+    cost = toy_step_cost(model.config, 1, context_len + 1 + steps // 2, batch_size)
+    return DecodeTiming(batch_size, context_len, step_s, cost.bytes, cost.flops, bandwidth_bytes_per_s)
+
+
+def batch_decode_timings(model: ToyModel, batch_sizes: list[int], bandwidth_bytes_per_s: float,
+                         context_len: int = 16, steps: int = 6) -> list[DecodeTiming]:
+    """Decode step time vs batch size: nearly flat while weight reads dominate (notebook 05's lever)."""
+    return [decode_timing(model, bandwidth_bytes_per_s, b, context_len, steps) for b in batch_sizes]

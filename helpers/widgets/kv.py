@@ -1,0 +1,251 @@
+"""KV-cache panels: the calculator (notebook 02, "拖动滑块") and the capacity panel (notebook 02, "容量规划").
+
+The math lives in ``helpers.kvcache``; these panels only wire controls to it. Each panel exposes its
+``controls`` (name -> widget) and the latest ``result``, so a test can set ``panel.controls["seq_len"].value``
+and read ``panel.result`` without a browser.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import ipywidgets as widgets
+from IPython.display import display
+
+from helpers.hardware import list_gpus, load_gpu
+from helpers.kvcache import (DTYPE_BYTES, CapacityPlan, format_bytes, kv_bytes_per_token, kv_cache_bytes,
+                             plan_capacity)
+from helpers.model_config import attention_kind
+from helpers.models import ModelSpec, list_models, load_model
+from helpers.plots.kv import plot_kv_vs_seq_len
+
+SEQ_LEN_OPTIONS = tuple(2**k for k in range(7, 18))  # 128 ... 131072 tokens
+MAX_MODEL_LEN_OPTIONS = tuple(2**k for k in range(10, 18))  # 1024 ... 131072 tokens
+WEIGHT_DTYPES = ("fp16", "bf16", "fp8", "int8", "int4")
+KV_DTYPES = ("fp16", "bf16", "fp8", "int8")
+_ARCHITECTURE = ("num_layers", "num_attention_heads", "num_kv_heads", "head_dim")
+_STYLE = {"description_width": "150px"}
+_LAYOUT = widgets.Layout(width="480px")
+
+
+class Panel:
+    """Controls, an output area and the latest result; displays as one box.
+
+    Every change of a control recomputes ``result = compute(**values)`` and re-renders. A compute error
+    (e.g. an impossible combination) is shown in the output and leaves ``result`` as ``None``.
+    """
+
+    def __init__(self, controls: dict[str, widgets.ValueWidget], compute: Callable[..., Any],
+                 render: Callable[[Any], None]) -> None:
+        self.controls = controls
+        self.result: Any = None
+        self.error: str | None = None
+        self.output = widgets.Output()
+        self.widget = widgets.VBox([*controls.values(), self.output])
+        self._compute, self._render, self._holding = compute, render, False
+        for control in controls.values():
+            control.observe(self._on_change, names="value")
+        self.update()
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Change controls without recomputing after each one."""
+        holding, self._holding = self._holding, True
+        try:
+            yield
+        finally:
+            self._holding = holding
+
+    def set_values(self, **values: Any) -> None:
+        """Set several controls, then recompute once."""
+        with self.hold():
+            for name, value in values.items():
+                self.controls[name].value = value
+        if not self._holding:
+            self.update()
+
+    def update(self) -> None:
+        values = {name: control.value for name, control in self.controls.items()}
+        try:
+            self.result, self.error = self._compute(**values), None
+        except ValueError as exc:
+            self.result, self.error = None, str(exc)
+        self.output.clear_output(wait=True)
+        with self.output:
+            if self.error is None:
+                self._render(self.result)
+            else:
+                display(widgets.HTML(f"<b style='color:#b00'>{html.escape(self.error)}</b>"))
+
+    def _on_change(self, _change: dict) -> None:
+        if not self._holding:
+            self.update()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class KVEstimate:
+    """What the calculator shows: the (possibly edited) model and its KV cache for one setting."""
+
+    model: ModelSpec
+    seq_len: int
+    batch_size: int
+    dtype: str
+    bytes_per_token: int
+    total_bytes: int
+
+
+def edited_model(preset: ModelSpec, num_layers: int, num_attention_heads: int, num_kv_heads: int,
+                 head_dim: int) -> ModelSpec:
+    """The preset with the calculator's slider values; the attention kind follows the head counts.
+
+    MLA models keep their latent (only the layer count applies). A sliding-window layout keeps its share of
+    layers (all for Mistral, half for Gemma-2). Parameter counts are recomputed.
+    """
+    if preset.attention == "MLA":
+        edited = replace(preset, num_layers=num_layers, total_params=0, active_params=0)
+    else:
+        windowed = round(num_layers * preset.num_sliding_window_layers / preset.num_layers)
+        edited = replace(preset, num_layers=num_layers, num_attention_heads=num_attention_heads,
+                         num_kv_heads=num_kv_heads, head_dim=head_dim, num_sliding_window_layers=windowed,
+                         attention=attention_kind(num_attention_heads, num_kv_heads), total_params=0,
+                         active_params=0)
+    same = all(getattr(edited, n) == getattr(preset, n) for n in _ARCHITECTURE)
+    return preset if same else replace(edited, name=f"{preset.name} (edited)")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _formula(model: ModelSpec, dtype: str) -> str:
+    size = DTYPE_BYTES[dtype]
+    if model.attention == "MLA":
+        return (f"{model.num_layers} layers × (kv_lora_rank {model.kv_lora_rank}"
+                f" + rope {model.qk_rope_head_dim}) × {size:g} B")
+    return (f"2 (K and V) × {model.num_layers} layers × {model.num_kv_heads} KV heads"
+            f" × {model.head_dim} head_dim × {size:g} B")
+
+
+def _render_estimate(est: KVEstimate) -> None:
+    model = est.model
+    lines = [f"<b>{html.escape(model.name)}</b> · {model.attention}",
+             f"per token: {_formula(model, est.dtype)} = <b>{est.bytes_per_token:,} B</b>"
+             f" ({est.bytes_per_token / 2**10:,.1f} KiB)",
+             f"{est.seq_len:,} tokens × batch {est.batch_size}: <b>{format_bytes(est.total_bytes)}</b>"]
+    if model.sliding_window and est.seq_len > model.sliding_window:
+        lines.append(f"{model.num_sliding_window_layers} of {model.num_layers} layers keep only the last "
+                     f"{model.sliding_window:,} tokens (sliding window)")
+    display(widgets.HTML("<br>".join(lines)))
+    seq_lens = [est.seq_len * k // 32 for k in range(1, 65)]
+    display(plot_kv_vs_seq_len([model], seq_lens, batch_size=est.batch_size, dtype=est.dtype,
+                               clip_to_context=False, mark_seq_len=est.seq_len, figsize=(6, 3)))
+
+
+class KVCalculator(Panel):
+    """The calculator: a preset fills the architecture sliders; KV heads offers the divisors of the heads."""
+
+    def load_preset(self, model: ModelSpec) -> None:
+        for name in _ARCHITECTURE[1:]:
+            self.controls[name].disabled = model.attention == "MLA"  # MLA caches a latent, not heads
+        self.set_values(**{name: getattr(model, name) for name in _ARCHITECTURE})
+
+    def _on_change(self, change: dict) -> None:
+        if change["owner"] is self.controls["preset"]:
+            self.load_preset(load_model(change["new"]))
+            return
+        if change["owner"] is self.controls["num_attention_heads"]:
+            kv_heads = self.controls["num_kv_heads"]
+            with self.hold():
+                old, kv_heads.options = kv_heads.value, _divisors(change["new"])
+                kv_heads.value = max(d for d in kv_heads.options if d <= old)
+        super()._on_change(change)
+
+
+def _compute_estimate(preset: str, num_layers: int, num_attention_heads: int, num_kv_heads: int,
+                      head_dim: int, seq_len: int, batch_size: int, dtype: str) -> KVEstimate:
+    spec = edited_model(load_model(preset), num_layers, num_attention_heads, num_kv_heads, head_dim)
+    return KVEstimate(spec, seq_len, batch_size, dtype, kv_bytes_per_token(spec, dtype),
+                      kv_cache_bytes(spec, seq_len, batch_size=batch_size, dtype=dtype))
+
+
+def kv_calculator(preset: str = "llama-2-7b", *, seq_len: int = 2048, batch_size: int = 1,
+                  dtype: str = "fp16") -> KVCalculator:
+    """KV-cache calculator (notebook 02): preset, architecture, seq_len, batch and dtype -> readout + plot.
+
+    ``panel.result`` is a ``KVEstimate`` computed by ``kv_bytes_per_token`` / ``kv_cache_bytes``.
+    """
+    model = load_model(preset)
+    slider = dict(style=_STYLE, layout=_LAYOUT, continuous_update=False)
+    controls = {
+        "preset": widgets.Dropdown(options=list_models(), value=model.name, description="preset",
+                                   style=_STYLE),
+        "num_layers": widgets.IntSlider(min=1, max=128, value=model.num_layers, description="layers",
+                                        **slider),
+        "num_attention_heads": widgets.IntSlider(min=1, max=128, value=model.num_attention_heads,
+                                                 description="attention heads", **slider),
+        "num_kv_heads": widgets.SelectionSlider(options=_divisors(model.num_attention_heads),
+                                                value=model.num_kv_heads, description="KV heads", **slider),
+        "head_dim": widgets.IntSlider(min=16, max=256, step=16, value=model.head_dim, description="head_dim",
+                                      **slider),
+        "seq_len": widgets.SelectionSlider(options=SEQ_LEN_OPTIONS, value=seq_len, description="seq_len",
+                                           **slider),
+        "batch_size": widgets.IntSlider(min=1, max=256, value=batch_size, description="batch", **slider),
+        "dtype": widgets.ToggleButtons(options=list(DTYPE_BYTES), value=dtype, description="dtype",
+                                       style=_STYLE),
+    }
+    for name in _ARCHITECTURE[1:]:
+        controls[name].disabled = model.attention == "MLA"
+    return KVCalculator(controls, _compute_estimate, _render_estimate)
+
+
+def _render_plan(plan: CapacityPlan) -> None:
+    verdict = "fits" if plan.fits else "does NOT fit"
+    color = "#070" if plan.fits else "#b00"
+    display(widgets.HTML(
+        f"<b style='color:{color}'>{html.escape(plan.model.name)} on {html.escape(plan.gpu.display_name)}: "
+        f"{verdict}</b><br>KV cache: <b>{plan.kv_cache_tokens:,} tokens</b> ({plan.num_blocks:,} blocks of "
+        f"{plan.block_size}) · max concurrency at {plan.max_model_len:,} tokens/request: "
+        f"<b>{plan.max_concurrency:.2f}</b>"))
+    display(widgets.HTML(f"<pre style='line-height:1.3'>{html.escape(plan.explain())}</pre>"))
+
+
+def _compute_plan(model: str, gpu: str, gpu_memory_utilization: float, max_model_len: int, weight_dtype: str,
+                  kv_dtype: str, tensor_parallel_size: int) -> CapacityPlan:
+    return plan_capacity(load_model(model), load_gpu(gpu), gpu_memory_utilization=gpu_memory_utilization,
+                         max_model_len=max_model_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                         tensor_parallel_size=tensor_parallel_size)
+
+
+def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *, gpu_memory_utilization: float = 0.9,
+                   max_model_len: int = 4096, weight_dtype: str = "fp16", kv_dtype: str = "fp16",
+                   tensor_parallel_size: int = 1) -> Panel:
+    """Capacity panel (notebook 02, "容量规划"): model x GPU x settings -> ``plan_capacity`` and its explanation.
+
+    ``panel.result`` is the ``CapacityPlan`` (KV tokens, max concurrency, fits); impossible settings show the
+    error ``plan_capacity`` raises.
+    """
+    slider = dict(style=_STYLE, layout=_LAYOUT, continuous_update=False)
+    controls = {
+        "model": widgets.Dropdown(options=list_models(), value=load_model(model).name, description="model",
+                                  style=_STYLE),
+        "gpu": widgets.Dropdown(options=list_gpus(), value=load_gpu(gpu).name, description="GPU",
+                                style=_STYLE),
+        "gpu_memory_utilization": widgets.FloatSlider(min=0.5, max=0.98, step=0.01,
+                                                      value=gpu_memory_utilization,
+                                                      description="gpu_memory_utilization", **slider),
+        "max_model_len": widgets.SelectionSlider(options=MAX_MODEL_LEN_OPTIONS, value=max_model_len,
+                                                 description="max_model_len", **slider),
+        "weight_dtype": widgets.ToggleButtons(options=WEIGHT_DTYPES, value=weight_dtype,
+                                              description="weights", style=_STYLE),
+        "kv_dtype": widgets.ToggleButtons(options=KV_DTYPES, value=kv_dtype, description="KV cache",
+                                          style=_STYLE),
+        "tensor_parallel_size": widgets.ToggleButtons(options=(1, 2, 4, 8), value=tensor_parallel_size,
+                                                      description="GPUs (TP)", style=_STYLE),
+    }
+    return Panel(controls, _compute_plan, _render_plan)
