@@ -45,3 +45,8 @@ _export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "N
 _export("params", "count_params")
 _export("widgets.kv", "kv_calculator", "capacity_panel", "KVEstimate")
 _export("plots.kv", "plot_kv_vs_seq_len", "plot_kv_vs_batch", "plot_kv_savings")
+_export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling", "prefill_time_floor_s",
+        "decode_compute_bound_batch_size")
+_export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
+_export("engine.simulate", "simulate", "SimulationResult")
+_export("metrics", "summarize")

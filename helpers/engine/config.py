@@ -1,0 +1,154 @@
+"""Engine configuration with vLLM's names and defaults (notebook 05 §2 "配置 A 与配置 B").
+
+``EngineConfig.from_yaml`` reads the file a real ``vllm serve --config file.yaml`` reads: keys with dashes
+or underscores, the ``model`` key as a preset name or Hugging Face id. vLLM options the simulator does not
+model (``swap_space``, ``host``, ``port``, ...) are accepted and listed in ``not_simulated``; a key that is
+not a vLLM option at all is an error with a did-you-mean, because a typo in a real launch silently
+changes nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("helpers.engine")
+
+SCHEDULING_POLICIES = ("continuous", "static")
+# vLLM --dtype -> weight bytes dtype in helpers.kvcache.DTYPE_BYTES
+_DTYPES = {"auto": "fp16", "half": "fp16", "float16": "fp16", "fp16": "fp16", "bfloat16": "bf16",
+           "bf16": "bf16", "float": "fp32", "float32": "fp32", "fp32": "fp32"}
+_KV_DTYPES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8"}
+# vLLM --quantization -> stored weight dtype (scales ignored); GPTQ/AWQ checkpoints are almost always 4-bit
+_QUANTIZATION = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "marlin": "int4",
+                 "bitsandbytes": "int4", "fp8": "fp8", "compressed-tensors": "int8", "experts_int8": "int8"}
+# Real `vllm serve` options accepted in a config file but not modelled by the simulator.
+NOT_SIMULATED_KEYS = frozenset("""
+host port uvicorn_log_level api_key allowed_origins allowed_methods allowed_headers ssl_keyfile ssl_certfile
+root_path middleware response_role chat_template chat_template_content_format enable_auto_tool_choice
+tool_call_parser reasoning_parser lora_modules prompt_adapters return_tokens_as_token_ids
+disable_frontend_multiprocessing
+tokenizer tokenizer_mode revision code_revision tokenizer_revision trust_remote_code download_dir load_format
+config_format seed swap_space cpu_offload_gb pipeline_parallel_size data_parallel_size
+distributed_executor_backend
+enforce_eager max_seq_len_to_capture disable_custom_all_reduce disable_log_stats disable_log_requests
+enable_log_requests max_logprobs generation_config override_generation_config guided_decoding_backend
+enable_lora max_loras max_lora_rank max_cpu_loras rope_scaling rope_theta hf_overrides compilation_config
+kv_transfer_config speculative_config preemption_mode scheduler_delay_factor num_scheduler_steps
+max_num_partial_prefills max_long_partial_prefills long_prefill_token_threshold limit_mm_per_prompt
+enable_expert_parallel calculate_kv_scales disable_sliding_window use_v2_block_manager num_lookahead_slots
+max_parallel_loading_workers block_allocator enable_prompt_tokens_details enable_server_load_tracking
+""".split())
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """vLLM engine arguments the simulator models, with vLLM's defaults (recent v1 releases).
+
+    ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
+    an alias); "static" is the traditional static-batching baseline vLLM does not have.
+    ``tensor_parallel_size`` is simulated roughly: capacity from ``plan_capacity`` and N× FLOPs and
+    bandwidth, no communication cost. ``not_simulated`` lists accepted vLLM options that change nothing here.
+    """
+
+    model: str = "llama-2-13b"
+    served_model_name: str | None = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    dtype: str = "fp16"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    scheduling_policy: str = "continuous"
+    tensor_parallel_size: int = 1
+    num_gpu_blocks_override: int | None = None
+    not_simulated: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.scheduling_policy == "fcfs":
+            object.__setattr__(self, "scheduling_policy", "continuous")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES} (or vLLM's 'fcfs'), "
+                             f"got {self.scheduling_policy!r}")
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tensor_parallel_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError("gpu_memory_utilization is a fraction in (0, 1], "
+                             f"got {self.gpu_memory_utilization}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
+        self.weight_dtype  # noqa: B018  (validates dtype and quantization)
+        self.kv_dtype  # noqa: B018
+
+    @property
+    def weight_dtype(self) -> str:
+        """Dtype of the stored weights: the quantization's if any, else ``dtype``."""
+        if self.quantization is not None:
+            if self.quantization not in _QUANTIZATION:
+                raise ValueError(f"quantization {self.quantization!r} is not simulated; choose one of "
+                                 f"{', '.join(sorted(_QUANTIZATION))} or leave it unset")
+            return _QUANTIZATION[self.quantization]
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} unknown; choose one of {', '.join(sorted(_DTYPES))}")
+        return _DTYPES[self.dtype]
+
+    @property
+    def kv_dtype(self) -> str:
+        """Dtype of the KV cache: ``kv_cache_dtype`` or, for "auto", the model's compute dtype."""
+        if self.kv_cache_dtype == "auto":
+            return _DTYPES.get(self.dtype, "fp16")
+        if self.kv_cache_dtype not in _KV_DTYPES and self.kv_cache_dtype not in _DTYPES:
+            raise ValueError(f"kv_cache_dtype {self.kv_cache_dtype!r} unknown; "
+                             "use auto, fp8, fp8_e4m3 or fp8_e5m2")
+        return _KV_DTYPES.get(self.kv_cache_dtype) or _DTYPES[self.kv_cache_dtype]
+
+    @classmethod
+    def from_dict(cls, options: dict[str, Any], source: str = "config") -> EngineConfig:
+        """Build from vLLM option names (dashes or underscores); see the module docstring for the rules."""
+        known = {f.name for f in fields(cls)} - {"not_simulated"}
+        values: dict[str, Any] = {}
+        ignored: list[tuple[str, Any]] = []
+        for raw_key, value in options.items():
+            key = str(raw_key).strip().lstrip("-").replace("-", "_")
+            if key in known:
+                values[key] = value
+            elif key in NOT_SIMULATED_KEYS:
+                ignored.append((key, value))
+            else:
+                close = difflib.get_close_matches(key, sorted(known | NOT_SIMULATED_KEYS), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else "; it is not a vLLM engine option"
+                raise ValueError(f"{source}: unknown option {raw_key!r}{hint}")
+        if isinstance(values.get("served_model_name"), list):
+            names = values["served_model_name"]
+            values["served_model_name"] = names[0] if names else None
+        config = cls(**values, not_simulated=tuple(ignored))
+        if ignored:
+            logger.info("%s: accepted but not simulated: %s", source, ", ".join(k for k, _ in ignored))
+        return config
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> EngineConfig:
+        """Read a ``vllm serve --config`` YAML file (the files in ``data/vllm/``)."""
+        import yaml
+
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no such config file: {path} (the course's are in data/vllm/)")
+        with path.open(encoding="utf-8") as f:
+            options = yaml.safe_load(f) or {}
+        if not isinstance(options, dict):
+            raise ValueError(f"{path}: a vLLM config file is a mapping of option: value, "
+                             f"got {type(options).__name__}")
+        return cls.from_dict(options, source=path.name)
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        """A copy with some options changed (e.g. ``config.replace(max_num_seqs=1)``)."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,203 @@
+"""``LLMEngine``: requests in, one roofline-priced step at a time, tokens out (notebook 05 §2).
+
+The engine is pure and clock-agnostic: ``now_s`` is virtual and moves only in ``step()`` (by the step's
+roofline time) or ``advance_to()``. The mock server drives it in real time; ``simulate()`` drives it on a
+virtual clock. At start it logs vLLM's two capacity lines (``GPU KV cache size: N tokens``, ``Maximum
+concurrency for M tokens per request: X``) through the ``helpers.engine`` logger.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.engine.config import EngineConfig
+from helpers.engine.kv_cache_manager import KVCacheManager
+from helpers.engine.request import Request, RequestRecord, Sequence, Status
+from helpers.engine.scheduler import Scheduler, SchedulerOutput
+from helpers.engine.static_batching import StaticScheduler
+from helpers.hardware import GPUSpec, load_gpu
+from helpers.kvcache import plan_capacity
+from helpers.models import ModelSpec, load_model
+from helpers.roofline import DEFAULT_MBU, DEFAULT_MFU, DEFAULT_OVERHEAD_S, cost_model
+
+logger = logging.getLogger("helpers.engine")
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """One step: virtual start/end, output tokens per scheduled request (0 or 1), who finished."""
+
+    start_s: float
+    end_s: float
+    new_tokens: dict[str, int]
+    finished: list[str]
+    num_scheduled_tokens: int
+    num_running: int
+    num_waiting: int
+    num_preempted: int
+    num_padding_tokens: int = 0   # static batching: tokens charged for padding and finished members
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot with vLLM's Prometheus meanings (counters cumulative; prefix-cache ones in tokens)."""
+
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    num_preemptions: int
+    prompt_tokens: int
+    generation_tokens: int
+    num_free_blocks: int
+    num_total_blocks: int
+
+
+class LLMEngine:
+    """A vLLM-style engine on a virtual clock. ``mfu``/``mbu``/``overhead_s`` tune the roofline."""
+
+    def __init__(self, config: EngineConfig, gpu: GPUSpec | str, *, model: ModelSpec | None = None,
+                 mfu: float = DEFAULT_MFU, mbu: float = DEFAULT_MBU,
+                 overhead_s: float = DEFAULT_OVERHEAD_S) -> None:
+        self.config = config
+        self.gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
+        self.model = model or load_model(config.model)
+        self.capacity = plan_capacity(
+            self.model, self.gpu, gpu_memory_utilization=config.gpu_memory_utilization,
+            max_model_len=config.max_model_len, weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
+            block_size=config.block_size, tensor_parallel_size=config.tensor_parallel_size,
+            max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs)
+        if not self.capacity.fits and config.num_gpu_blocks_override is None:
+            raise ValueError(f"{self.model.name} does not fit on {self.gpu.name}: {self.capacity.reason}\n"
+                             f"{self.capacity.explain()}")
+        self.max_model_len = self.capacity.max_model_len
+        if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(f"max_num_batched_tokens ({config.max_num_batched_tokens}) is smaller than "
+                             f"max_model_len ({self.max_model_len}) with chunked prefill off: long "
+                             "prompts could never be scheduled. Raise max_num_batched_tokens or enable "
+                             "chunked prefill (vLLM refuses this too)")
+        self.num_gpu_blocks = config.num_gpu_blocks_override or self.capacity.num_blocks
+        self.cost_model = cost_model(self.model, self.gpu, weight_dtype=config.weight_dtype,
+                                     kv_dtype=self.capacity.kv_dtype, mfu=mfu, mbu=mbu, overhead_s=overhead_s,
+                                     tensor_parallel_size=config.tensor_parallel_size)
+        self.kv = KVCacheManager(self.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
+        scheduler_cls = StaticScheduler if config.scheduling_policy == "static" else Scheduler
+        self.scheduler = scheduler_cls(config, self.kv)
+        self.now_s = 0.0
+        self._seqs: dict[str, Sequence] = {}
+        self._step_end_s = np.empty(1024)
+        self._num_steps = 0
+        kv_tokens = self.num_gpu_blocks * config.block_size
+        logger.info("GPU KV cache size: %s tokens", f"{kv_tokens:,}")
+        logger.info("Maximum concurrency for %s tokens per request: %.2fx", f"{self.max_model_len:,}",
+                    kv_tokens / self.capacity.tokens_per_request)
+
+    # -- requests ---------------------------------------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        """Queue a request; it joins at the next step boundary."""
+        prompt = np.asarray(request.prompt_token_ids, dtype=np.int64)
+        if request.request_id in self._seqs:
+            raise ValueError(f"request id {request.request_id!r} is already in use")
+        if prompt.ndim != 1 or len(prompt) == 0 or request.max_tokens < 1:
+            raise ValueError("a request needs a non-empty list of prompt token ids and max_tokens >= 1")
+        if len(prompt) + request.max_tokens > self.max_model_len:
+            raise ValueError(f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds "
+                             f"max_model_len {self.max_model_len}; shorten the prompt or lower max_tokens")
+        arrival = self.now_s if request.arrival_time_s is None else request.arrival_time_s
+        seq = Sequence(request.request_id, prompt, request.max_tokens, arrival)
+        self._seqs[request.request_id] = seq
+        self.scheduler.waiting.append(seq)
+
+    def abort_request(self, request_id: str) -> None:
+        """Remove a request wherever it is and free its KV blocks; unknown or done ids are ignored."""
+        seq = self._seqs.get(request_id)
+        if seq is not None and seq.status in (Status.WAITING, Status.RUNNING):
+            self.scheduler.abort(seq)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.scheduler.waiting or self.scheduler.running)
+
+    def advance_to(self, t_s: float) -> None:
+        """Idle until ``t_s`` (no-op if it is not in the future)."""
+        self.now_s = max(self.now_s, t_s)
+
+    # -- stepping ---------------------------------------------------------------------------------------
+    def _append_step_ends(self, end_s: np.ndarray | float) -> int:
+        """Store step end times; returns the index of the first one."""
+        ends = np.atleast_1d(end_s)
+        idx, need = self._num_steps, self._num_steps + len(ends)
+        if need > len(self._step_end_s):
+            grown = np.empty(max(need, 2 * len(self._step_end_s)))
+            self._step_end_s = np.concatenate([self._step_end_s, grown])
+        self._step_end_s[idx:need] = ends
+        self._num_steps = need
+        return idx
+
+    def step(self) -> StepOutput:
+        """Schedule and run one step starting at ``now_s``; ``now_s`` moves to its end."""
+        start = self.now_s
+        out, produced, finished = self._run_step()
+        new_tokens = {seq.request_id: int(p) for seq, p in zip(out.seqs, produced.tolist())}
+        return StepOutput(start, self.now_s, new_tokens, [s.request_id for s in finished],
+                          out.num_scheduled_tokens, len(self.scheduler.running), len(self.scheduler.waiting),
+                          len(out.preempted), out.num_padding_tokens)
+
+    def _run_step(self) -> tuple[SchedulerOutput, np.ndarray, list[Sequence]]:
+        start = self.now_s
+        out = self.scheduler.schedule()
+        if not out.seqs:
+            return out, np.zeros(0, bool), []
+        end = start + self.cost_model.cost(out.cost_new, out.cost_context).time_s
+        self.now_s = end
+        idx = self._append_step_ends(end)
+        for seq in out.seqs:
+            if seq.scheduled_s is None:
+                seq.scheduled_s = start
+        produced, finished = self.scheduler.update_from_output(out, idx, end)
+        return out, produced, finished
+
+    def _run_decode_steps(self, until_s: float) -> tuple[int, int, list[Sequence]]:
+        """simulate()'s fast path: run as many pure-decode steps as can start before ``until_s`` and
+        before the state changes (a finish, a preemption point), all at once. Exactly the same as
+        calling ``step()`` that many times. Returns (steps, tokens, finished); (0, 0, []) if not possible."""
+        sched = self.scheduler
+        if not sched.can_bulk_decode():
+            return 0, 0, []
+        steps = sched.bulk_horizon()
+        if steps == 0:
+            return 0, 0, []
+        slots = sched.running_slots()
+        times = self.cost_model.decode_times_s(sched.computed[slots], steps)
+        ends = np.cumsum(np.concatenate(([self.now_s], times)))[1:]
+        starts = np.concatenate(([self.now_s], ends[:-1]))
+        steps = int(np.searchsorted(starts, until_s, side="left"))  # steps that start before the arrival
+        if steps == 0:
+            return 0, 0, []
+        ends = ends[:steps]
+        idx = self._append_step_ends(ends)
+        self.now_s = float(ends[-1])
+        batch = len(slots)
+        return steps, steps * batch, sched.advance_decode(steps, idx, ends)
+
+    def stats(self) -> EngineStats:
+        pool = self.kv.pool
+        sched = self.scheduler
+        return EngineStats(len(sched.running), len(sched.waiting), pool.usage(), self.kv.prefix_cache_queries,
+                           self.kv.prefix_cache_hits, sched.num_preemptions, sched.prompt_tokens,
+                           sched.generation_tokens, pool.num_free_blocks, pool.num_blocks)
+
+    def request_record(self, request_id: str) -> RequestRecord:
+        """The timeline of one request (finished, running or waiting); KeyError if unknown."""
+        seq = self._seqs[request_id]
+        if seq.slot >= 0:  # include the open run of tokens without closing it
+            saved = list(seq.segments)
+            start, nxt = int(self.scheduler.seg_start[seq.slot]), int(self.scheduler.seg_next[seq.slot])
+            if nxt >= 0:
+                seq.segments.append((start, nxt - start))
+            record = seq.record(self._step_end_s)
+            seq.segments = saved
+            return record
+        return seq.record(self._step_end_s)

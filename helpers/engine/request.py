@@ -1,0 +1,98 @@
+"""Requests as the caller sends them, as the engine tracks them, and as they are recorded (notebook 05 §2).
+
+``Request`` is what a client submits (token ids, so prompts can share a prefix). ``Sequence`` is the
+engine's mutable state for one request (nano-vllm's name): status, block table, timings. ``RequestRecord``
+is the frozen timeline the engine reports: arrival, scheduled, first token, every token, finish.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence as SequenceABC
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Request:
+    """One generation request. The engine generates exactly ``max_tokens`` tokens (the caller decides the
+    length, as a benchmark with ``ignore_eos`` does). ``arrival_time_s`` None means "now" when added."""
+
+    request_id: str
+    prompt_token_ids: SequenceABC[int]
+    max_tokens: int
+    arrival_time_s: float | None = None
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What happened to one request, in engine (virtual) seconds. ``token_times_s[i]`` is when output token
+    ``i`` was produced (the end of its step); ``token_times_s[0] == first_token_s``."""
+
+    request_id: str
+    prompt_tokens: int
+    max_tokens: int
+    output_tokens: int
+    arrival_s: float
+    scheduled_s: float | None
+    first_token_s: float | None
+    finish_s: float | None
+    token_times_s: np.ndarray
+    num_preemptions: int
+    num_cached_prompt_tokens: int
+    status: str
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
+
+    @property
+    def e2el_s(self) -> float | None:
+        return None if self.finish_s is None else self.finish_s - self.arrival_s
+
+
+@dataclass(eq=False)
+class Sequence:
+    """The engine's state for one request. While running, the token counters live in the scheduler's
+    slot arrays (``slot`` >= 0); otherwise in ``num_computed_tokens`` / ``num_output_tokens``."""
+
+    request_id: str
+    prompt: np.ndarray               # (prompt_len,) token ids
+    max_tokens: int
+    arrival_s: float
+    status: Status = Status.WAITING
+    slot: int = -1
+    num_computed_tokens: int = 0
+    num_output_tokens: int = 0
+    block_table: list[int] = field(default_factory=list)
+    num_hashed_blocks: int = 0       # leading blocks of block_table registered in the prefix cache
+    block_hashes: list[int] | None = None
+    prefix_queried: bool = False
+    scheduled_s: float | None = None
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    num_preemptions: int = 0
+    num_cached_prompt_tokens: int = 0
+    segments: list[tuple[int, int]] = field(default_factory=list)  # (first step index, token count) runs
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    def record(self, step_end_s: np.ndarray) -> RequestRecord:
+        """Freeze this sequence's timeline; ``step_end_s`` maps step indices to their end times."""
+        times = (np.concatenate([step_end_s[s:s + n] for s, n in self.segments]) if self.segments
+                 else np.empty(0))
+        return RequestRecord(
+            request_id=self.request_id, prompt_tokens=self.prompt_len, max_tokens=self.max_tokens,
+            output_tokens=len(times), arrival_s=self.arrival_s, scheduled_s=self.scheduled_s,
+            first_token_s=self.first_token_s, finish_s=self.finish_s, token_times_s=times,
+            num_preemptions=self.num_preemptions, num_cached_prompt_tokens=self.num_cached_prompt_tokens,
+            status=self.status.value)

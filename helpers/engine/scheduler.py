@@ -1,0 +1,254 @@
+"""vLLM v1 scheduling: continuous batching (notebook 05 §2 "连续批处理", §4 "抢占").
+
+Continuous (vLLM's FCFS scheduler), every step:
+1. Running requests first, in admission order: each gets min(tokens it still needs, budget left) out of
+   ``max_num_batched_tokens`` (a decode needs 1; a chunked prefill needs the rest of its prompt).
+2. If a running request's new tokens do not fit in the free KV blocks, preempt the most recently admitted
+   running request (recompute: free its blocks, back to the FRONT of the waiting queue) until they fit.
+3. Only if nobody was preempted: admit waiting requests in order while running < ``max_num_seqs``, starting
+   after their cached prefix; with chunked prefill off a prompt larger than the budget left blocks the queue.
+The static-batching baseline is ``StaticScheduler`` (static_batching.py).
+
+Token counters of running requests live in slot arrays so that a step is a few vector operations.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from helpers.engine.bulk_decode import BulkDecodeMixin
+from helpers.engine.config import EngineConfig
+from helpers.engine.kv_cache_manager import KVCacheManager
+from helpers.engine.request import Sequence, Status
+
+
+@dataclass
+class SchedulerOutput:
+    """One step's plan: ``seqs[i]`` (in slot ``slots[i]``) computes ``num_new[i]`` tokens after
+    ``context[i]`` computed ones. ``cost_new``/``cost_context`` are what the GPU is charged for (padded
+    for static batching)."""
+
+    seqs: list[Sequence]
+    slots: np.ndarray
+    num_new: np.ndarray
+    context: np.ndarray
+    cost_new: np.ndarray
+    cost_context: np.ndarray
+    preempted: list[Sequence] = field(default_factory=list)
+    num_padding_tokens: int = 0
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        return int(self.num_new.sum())
+
+
+class Scheduler(BulkDecodeMixin):
+    def __init__(self, config: EngineConfig, kv: KVCacheManager) -> None:
+        self.config = config
+        self.kv = kv
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0
+        self.prompt_tokens = 0       # cumulative, counted when a request's first token appears (as vLLM)
+        self.generation_tokens = 0   # cumulative output tokens
+        self.peak_kv_usage = 0.0     # highest block-pool usage after any step's allocation
+        size = config.max_num_seqs
+        self.computed = np.zeros(size, np.int64)    # tokens whose KV is computed
+        self.num_tokens = np.zeros(size, np.int64)  # prompt + output tokens so far
+        self.limit = np.zeros(size, np.int64)       # prompt + max_tokens
+        self.seg_start = np.zeros(size, np.int64)   # open run of consecutive tokens: first step index
+        self.seg_next = np.full(size, -1, np.int64)  # step index the open run continues at (-1: none)
+        self._free_slots = list(range(size - 1, -1, -1))
+        self.nblocks = np.zeros(size, np.int64)     # length of the block table
+        self._by_slot: list[Sequence | None] = [None] * size
+        self._running_slots: np.ndarray | None = None  # slots of self.running, in order (cached)
+
+    # -- bookkeeping ------------------------------------------------------------------------------------
+    def _slots(self, seqs: list[Sequence]) -> np.ndarray:
+        return np.fromiter((s.slot for s in seqs), np.int64, len(seqs))
+
+    def running_slots(self) -> np.ndarray:
+        if self._running_slots is None:
+            self._running_slots = self._slots(self.running)
+        return self._running_slots
+
+    def _remove_running(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self._running_slots = None
+
+    def _give_blocks(self, slots: np.ndarray, indices: np.ndarray, counts: np.ndarray | int) -> None:
+        """Append ``counts`` new blocks to the tables of ``self.running[indices]`` (one pool call)."""
+        if not len(indices):
+            return
+        counts = np.broadcast_to(counts, indices.shape)
+        blocks = self.kv.pool.allocate(int(counts.sum()))
+        pos = 0
+        for i, c in zip(indices.tolist(), counts.tolist()):
+            self.running[i].block_table.extend(blocks[pos:pos + c])
+            pos += c
+        self.nblocks[slots[indices]] += counts
+
+    def _allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """Grow a running request's blocks for this step (keeps ``nblocks`` in sync)."""
+        ok = self.kv.allocate_slots(seq, int(self.computed[seq.slot]), num_new_tokens)
+        self.nblocks[seq.slot] = len(seq.block_table)
+        return ok
+
+    def _start(self, seq: Sequence, num_computed: int) -> None:
+        slot = self._free_slots.pop()
+        seq.slot, seq.status = slot, Status.RUNNING
+        self._by_slot[slot] = seq
+        self.computed[slot] = num_computed
+        self.num_tokens[slot] = seq.prompt_len + seq.num_output_tokens
+        self.limit[slot] = seq.prompt_len + seq.max_tokens
+        self.seg_next[slot] = -1
+        self.nblocks[slot] = len(seq.block_table)
+        self.running.append(seq)
+        self._running_slots = None
+
+    def close_segment(self, seq: Sequence) -> None:
+        slot = seq.slot
+        if self.seg_next[slot] >= 0:
+            seq.segments.append((int(self.seg_start[slot]), int(self.seg_next[slot] - self.seg_start[slot])))
+            self.seg_next[slot] = -1
+
+    def release(self, seq: Sequence, status: Status, free_blocks: bool = True) -> None:
+        """Take ``seq`` out of its slot (finished, aborted or preempted); optionally free its blocks."""
+        self.close_segment(seq)
+        seq.num_output_tokens = int(self.num_tokens[seq.slot]) - seq.prompt_len
+        seq.num_computed_tokens = 0
+        self._free_slots.append(seq.slot)
+        self._by_slot[seq.slot] = None
+        seq.slot, seq.status = -1, status
+        if free_blocks:
+            self.kv.free(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop a waiting or running request and free its blocks."""
+        if seq.status is Status.WAITING:
+            self.waiting.remove(seq)
+            seq.status = Status.ABORTED
+        else:
+            self._remove_running(seq)
+            self.release(seq, Status.ABORTED)
+
+    def preempt(self, seq: Sequence) -> None:
+        self._remove_running(seq)
+        self.release(seq, Status.WAITING)
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)
+
+    # -- continuous batching ----------------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        budget = self.config.max_num_batched_tokens
+        seqs: list[Sequence] = []
+        num_new: list[int] = []
+        preempted: list[Sequence] = []
+        if self.running:
+            slots = self.running_slots()
+            computed = self.computed[slots]
+            need = self.num_tokens[slots] - computed
+            total = int(need.sum())
+            n = need if total <= budget else np.clip(budget - (np.cumsum(need) - need), 0, need)
+            grow = -(-(computed + n) // self.kv.block_size) - self.nblocks[slots]
+            if int(grow[grow > 0].sum()) <= self.kv.pool.num_free_blocks:  # no preemption: vector path
+                decode = n == 1  # decodes crossing a block boundary get one block each, in one call
+                self._give_blocks(slots, np.flatnonzero(decode & (grow > 0)), 1)
+                for i in np.flatnonzero(~decode & ((grow > 0) | (n > 1))).tolist():
+                    self._allocate(self.running[i], int(n[i]))
+                if total <= budget:
+                    seqs, num_new = list(self.running), n.tolist()
+                else:
+                    keep = n > 0
+                    seqs = [s for s, k in zip(self.running, keep.tolist()) if k]
+                    num_new = n[keep].tolist()
+                budget -= int(n.sum())
+            else:
+                budget = self._schedule_running_with_preemption(budget, n, grow, seqs, num_new, preempted)
+        if not preempted:
+            budget = self._admit(budget, seqs, num_new)
+        slots = self._slots(seqs)
+        new = np.asarray(num_new, np.int64)
+        context = self.computed[slots]
+        self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())
+        return SchedulerOutput(seqs, slots, new, context, new, context, preempted)
+
+    def _schedule_running_with_preemption(self, budget: int, n: np.ndarray, grow: np.ndarray,
+                                          seqs: list[Sequence], num_new: list[int],
+                                          preempted: list[Sequence]) -> int:
+        """The running loop one request at a time (``n``: its tokens, ``grow``: its new blocks), preempting
+        the newest running request while one's blocks do not fit. Preempting from the tail changes
+        neither the tokens nor the blocks of the requests before it."""
+        for i, (seq, tokens, blocks) in enumerate(zip(list(self.running), n.tolist(), grow.tolist())):
+            if tokens == 0 or i >= len(self.running):
+                break
+            if blocks > 0 or tokens > 1:
+                while not self._allocate(seq, tokens):
+                    victim = self.running[-1]
+                    self.preempt(victim)
+                    preempted.append(victim)
+                    if victim is seq:
+                        return budget
+            seqs.append(seq)
+            num_new.append(tokens)
+            budget -= tokens
+        return budget
+
+    def _admit(self, budget: int, seqs: list[Sequence], num_new: list[int]) -> int:
+        chunked = self.config.enable_chunked_prefill
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            seq = self.waiting[0]
+            hits = self.kv.get_computed_blocks(seq)
+            computed = len(hits) * self.kv.block_size
+            need = seq.prompt_len + seq.num_output_tokens - computed
+            if not chunked and need > budget:
+                break  # head-of-line blocking
+            n = min(need, budget)
+            if not self.kv.allocate_slots(seq, computed, n, hits):
+                break
+            self.waiting.popleft()
+            self.kv.record_admission(seq, len(hits))
+            self._start(seq, computed)
+            seqs.append(seq)
+            num_new.append(n)
+            budget -= n
+        return budget
+
+    # -- after a step ------------------------------------------------------------------------------------
+    def update_from_output(self, out: SchedulerOutput, step_idx: int, end_s: float) -> tuple[np.ndarray,
+                                                                                            list[Sequence]]:
+        """Apply a finished step: count computed tokens, sample a token where a request's KV caught up,
+        extend its run of token times, finish requests that reached max_tokens. Returns (which of
+        ``out.seqs`` produced a token, finished sequences)."""
+        slots = out.slots
+        computed = self.computed[slots] + out.num_new
+        self.computed[slots] = computed
+        produced = computed == self.num_tokens[slots]
+        pslots = slots[produced]
+        self.num_tokens[pslots] += 1
+        self._extend_runs(pslots, step_idx, 1, end_s)
+        done = pslots[self.num_tokens[pslots] >= self.limit[pslots]]
+        return produced, [self._finish(self._by_slot[s], end_s) for s in done.tolist()]
+
+    def _extend_runs(self, slots: np.ndarray, step_idx: int, count: int, first_end_s: float) -> None:
+        """Slots produced one token per step for ``count`` steps from ``step_idx``: extend their open runs
+        of consecutive steps, or open new ones (a first token, a token after a gap)."""
+        self.generation_tokens += len(slots) * count
+        fresh = slots[self.seg_next[slots] != step_idx]
+        for slot in fresh.tolist():
+            seq = self._by_slot[slot]
+            self.close_segment(seq)
+            self.seg_start[slot] = step_idx
+            if seq.first_token_s is None:
+                seq.first_token_s = first_end_s
+                self.prompt_tokens += seq.prompt_len
+        self.seg_next[slots] = step_idx + count
+
+    def _finish(self, seq: Sequence, end_s: float) -> Sequence:
+        seq.finish_s = end_s
+        self._remove_running(seq)
+        self.release(seq, Status.FINISHED)
+        return seq

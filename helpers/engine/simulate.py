@@ -1,0 +1,150 @@
+"""Run a benchmark workload through the engine on a virtual clock (notebook 05 §5 "A/B 扫描").
+
+Clients as vLLM's ``benchmarks/serve.py``: ``concurrency`` alone is closed-loop (that many clients, each
+sends its next request the moment the previous one finishes); ``request_rate`` sends at Poisson times
+(capped at ``concurrency`` in flight if both are given; a request's clock starts when it is sent, as in
+vLLM, so client-side queueing is not in its TTFT); neither sends everything at t = 0. Never reads wall time;
+the same arguments give the same results. Decode stretches run in bulk (exactly, see
+``LLMEngine._run_decode_steps``); ``bulk=False`` steps one at a time (for checking).
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from helpers.engine.config import EngineConfig
+from helpers.engine.engine import LLMEngine
+from helpers.engine.request import Request
+from helpers.engine.workload import Workload
+from helpers.hardware import GPUSpec
+from helpers.metrics import summarize
+from helpers.models import ModelSpec
+
+TIMESERIES_COLUMNS = ("time_s", "num_steps", "num_scheduled_tokens", "batch_size", "num_running",
+                      "num_waiting",
+                      "kv_cache_usage", "prefix_cache_hit_rate", "num_preemptions")
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """``requests``: one row per request; ``timeseries``: one row per step or bulk decode stretch
+    (``batch_size`` requests ran in each of its ``num_steps`` steps; the other columns are the state after
+    it); ``summary``: vLLM's benchmark keys plus the engine's own figures."""
+
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    summary: dict[str, Any]
+
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def simulate(config: EngineConfig, gpu: GPUSpec | str, *, num_prompts: int, input_len: int, output_len: int,
+             concurrency: int | None = None, request_rate: float | None = None, shared_prefix_len: int = 0,
+             range_ratio: float = 0.0, seed: int = 0, model: ModelSpec | None = None, bulk: bool = True,
+             **engine_kwargs: Any) -> SimulationResult:
+    """Simulate ``num_prompts`` requests of ``input_len`` → ``output_len`` tokens (module docstring)."""
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if request_rate is not None and not request_rate > 0:
+        raise ValueError(f"request_rate must be > 0 requests/s (or None for no pacing), got {request_rate}")
+    engine = LLMEngine(config, gpu, model=model, **engine_kwargs)
+    workload = Workload(num_prompts, input_len, output_len, shared_prefix_len, range_ratio, seed,
+                        engine.model.vocab_size)
+    input_lens, output_lens = workload.lengths()
+    prompts = workload.prompts(input_lens)
+    rate = math.inf if request_rate is None else request_rate
+    if math.isinf(rate):
+        scheduled_s = np.zeros(num_prompts)
+    else:
+        scheduled_s = np.cumsum(np.random.default_rng([seed, 3]).exponential(1.0 / rate, num_prompts))
+    limit = concurrency or num_prompts
+    pending: list[tuple[float, int]] = [(float(scheduled_s[i]), i) for i in range(min(limit, num_prompts))]
+    next_index = len(pending)
+    rows: list[tuple] = []
+    sched = engine.scheduler
+    while True:
+        while pending and pending[0][0] <= engine.now_s:
+            t, i = heapq.heappop(pending)
+            engine.add_request(Request(str(i), next(prompts), int(output_lens[i]), arrival_time_s=t))
+        if not engine.has_unfinished_requests():
+            if not pending:
+                break
+            engine.advance_to(pending[0][0])
+            continue
+        until = pending[0][0] if pending else math.inf
+        batch = len(sched.running)
+        steps, tokens, finished = engine._run_decode_steps(until) if bulk else (0, 0, [])
+        if steps == 0:
+            out, _, finished = engine._run_step()
+            steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
+        for _ in finished:  # each finish frees a client (closed loop) or a concurrency slot
+            if next_index < num_prompts:
+                heapq.heappush(pending, (max(engine.now_s, float(scheduled_s[next_index])), next_index))
+                next_index += 1
+        kv = engine.kv
+        rows.append((engine.now_s, steps, tokens, batch, len(sched.running), len(sched.waiting),
+                     kv.pool.usage(),
+                     kv.prefix_cache_hits / kv.prefix_cache_queries if kv.prefix_cache_queries else 0.0,
+                     sched.num_preemptions))
+    requests = _request_table(engine, num_prompts)
+    timeseries = pd.DataFrame(rows, columns=TIMESERIES_COLUMNS)
+    summary = _summary(engine, requests, timeseries, num_prompts, concurrency, request_rate)
+    return SimulationResult(requests, timeseries, summary)
+
+
+def _request_table(engine: LLMEngine, num_prompts: int) -> pd.DataFrame:
+    records = []
+    for i in range(num_prompts):
+        rec = engine.request_record(str(i))
+        times = rec.token_times_s
+        records.append({
+            "request_id": rec.request_id, "prompt_tokens": rec.prompt_tokens,
+            "output_tokens": rec.output_tokens,
+            "arrival_s": rec.arrival_s, "scheduled_s": rec.scheduled_s, "first_token_s": rec.first_token_s,
+            "finish_s": rec.finish_s, "queue_s": rec.scheduled_s - rec.arrival_s, "ttft_s": rec.ttft_s,
+            "e2el_s": rec.e2el_s,
+            "tpot_s": ((rec.e2el_s - rec.ttft_s) / (rec.output_tokens - 1)
+                       if rec.output_tokens > 1 else np.nan),
+            "itls_s": np.diff(times), "num_preemptions": rec.num_preemptions,
+            "cached_prompt_tokens": rec.num_cached_prompt_tokens})
+    return pd.DataFrame.from_records(records)
+
+
+def _summary(engine: LLMEngine, requests: pd.DataFrame, timeseries: pd.DataFrame, num_prompts: int,
+             concurrency: int | None, request_rate: float | None) -> dict[str, Any]:
+    duration = float(requests["finish_s"].max() - requests["arrival_s"].min())
+    summary = summarize(requests, duration)
+    stats = engine.stats()
+    weights = timeseries["num_steps"].to_numpy()
+    config = engine.config
+    summary.update({
+        "num_prompts": num_prompts,
+        "max_concurrency": concurrency,
+        "request_rate": "inf" if request_rate is None else request_rate,
+        "model_id": engine.model.name,
+        "gpu": engine.gpu.name,
+        "scheduling_policy": config.scheduling_policy,
+        "max_num_seqs": config.max_num_seqs,
+        "max_num_batched_tokens": config.max_num_batched_tokens,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "enable_chunked_prefill": config.enable_chunked_prefill,
+        "kv_cache_size_tokens": engine.num_gpu_blocks * config.block_size,
+        "num_gpu_blocks": engine.num_gpu_blocks,
+        "num_steps": int(weights.sum()),
+        "mean_batch_size": float(np.average(timeseries["batch_size"], weights=weights)),
+        "max_kv_cache_usage": engine.scheduler.peak_kv_usage,
+        "prefix_cache_queries": stats.prefix_cache_queries,
+        "prefix_cache_hits": stats.prefix_cache_hits,
+        "prefix_cache_hit_rate": stats.prefix_cache_hits / stats.prefix_cache_queries
+        if stats.prefix_cache_queries else 0.0,
+        "num_preemptions": stats.num_preemptions,
+    })
+    return summary

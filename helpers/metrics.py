@@ -1,0 +1,72 @@
+"""Benchmark summaries with vLLM's definitions and key names (notebooks 04 and 05, "指标怎么算").
+
+``summarize`` turns per-request measurements (simulated or measured over HTTP) into the dict vLLM's
+``benchmarks/serve.py`` writes with ``--save-result``: ``completed``, ``total_input_tokens``,
+``output_throughput``, ``{mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms``, ``duration`` ...
+TPOT per request = (E2E − TTFT) / (output tokens − 1) (requests with one token have none); ITL pools the
+gaps of every request; percentiles use numpy's linear interpolation; an empty metric reports 0, as vLLM.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+DEFAULT_PERCENTILES = (90, 99)
+
+
+def _stats(name: str, values_s: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+    ms = values_s * 1000.0
+    empty = len(ms) == 0
+    out = {f"mean_{name}_ms": 0.0 if empty else float(ms.mean()),
+           f"median_{name}_ms": 0.0 if empty else float(np.median(ms)),
+           f"std_{name}_ms": 0.0 if empty else float(ms.std())}
+    for p in percentiles:
+        out[f"p{p:g}_{name}_ms"] = 0.0 if empty else float(np.percentile(ms, p))
+    return out
+
+
+def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
+              percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> dict[str, Any]:
+    """vLLM's benchmark summary of ``requests`` run over ``duration_s`` seconds.
+
+    ``requests`` is a DataFrame with one row per request, or an iterable of mappings, with
+    ``prompt_tokens``, ``output_tokens``, ``ttft_s``, ``e2el_s``, ``itls_s`` (its inter-token gaps) and
+    optionally ``success`` (default True; failed requests count only in ``failed``).
+    """
+    if duration_s <= 0:
+        raise ValueError(f"duration_s must be positive, got {duration_s}")
+    if hasattr(requests, "columns"):  # a DataFrame: use its columns directly
+        df = requests
+        ok_mask = df["success"].to_numpy(bool) if "success" in df.columns else np.ones(len(df), bool)
+        ok = df[ok_mask] if not ok_mask.all() else df
+        num_rows = len(df)
+        prompt, output, ttft, e2el = (ok[c].to_numpy(float) for c in ("prompt_tokens", "output_tokens",
+                                                                     "ttft_s", "e2el_s"))
+        itl_lists = list(ok["itls_s"])
+    else:
+        rows = list(requests)
+        ok = [r for r in rows if r.get("success", True)]
+        num_rows = len(rows)
+        prompt, output, ttft, e2el = (np.array([r[c] for r in ok], dtype=float) for c in
+                                      ("prompt_tokens", "output_tokens", "ttft_s", "e2el_s"))
+        itl_lists = [r["itls_s"] for r in ok]
+    multi = output > 1
+    tpot = (e2el[multi] - ttft[multi]) / (output[multi] - 1)
+    itl = np.concatenate([np.asarray(x, dtype=float) for x in itl_lists]) if itl_lists else np.empty(0)
+    completed = len(output)
+    summary: dict[str, Any] = {
+        "duration": float(duration_s),
+        "completed": completed,
+        "failed": num_rows - completed,
+        "total_input_tokens": int(prompt.sum()),
+        "total_output_tokens": int(output.sum()),
+        "request_throughput": completed / duration_s,
+        "output_throughput": float(output.sum()) / duration_s,
+        "total_token_throughput": float(prompt.sum() + output.sum()) / duration_s,
+    }
+    for name, values in zip(METRICS, (ttft, tpot, itl, e2el)):
+        summary.update(_stats(name, values, percentiles))
+    return summary

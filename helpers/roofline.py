@@ -1,0 +1,202 @@
+"""Roofline cost of one engine step on one GPU (notebook 05 §1 "一步要多久").
+
+A step runs a batch of items, each ``(new_tokens, cached_context)``: a prefill chunk has many new tokens,
+a decode has one. Following kipp.ly's "Transformer Inference Arithmetic" (and LLM-Viewer, BLIS):
+
+- FLOPs  = 2 · P_active · Σn  +  2 · L · H · (d_qk + d_v) · Σ n·(c_eff + n/2)     (weights + attention)
+- bytes  = weight bytes (read once per step: why batching pays)  +  KV bytes/token · Σ (c_eff + n)
+- time   = overhead + max(FLOPs ÷ (peak · MFU), bytes ÷ (bandwidth · MBU))
+
+``c_eff`` caps the context at the sliding window on the layers that use one. MoE: FLOPs use the active
+parameters; bytes read the shared weights plus the experts the step touches, assuming uniform routing
+(a layer's expert is touched unless all T tokens avoid it: fraction 1 − (1 − k/E)^T). Quantized weights
+(int8/fp8/int4) shrink the weight bytes; their scales and the de-quantization FLOPs are ignored. Tensor
+parallelism multiplies peak FLOPs and bandwidth by the GPU count and ignores communication.
+
+Default efficiencies (NOTES.md, "A roofline step-time model"): MFU 0.5 (others use 0.5–0.65 for prefill),
+MBU 0.75 (others use 0.7–0.8), 2 ms per-step overhead (scheduling, sampling, launches: 0.5–4 ms).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from helpers.kvcache import dtype_bytes, kv_bytes_per_token
+
+if TYPE_CHECKING:
+    from helpers.hardware import GPUSpec
+    from helpers.models import ModelSpec
+
+DEFAULT_MFU = 0.5
+DEFAULT_MBU = 0.75
+DEFAULT_OVERHEAD_S = 0.002
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """FLOPs, bytes and seconds of one step; ``time_s`` = overhead + the larger of compute and memory."""
+
+    flops: float
+    memory_bytes: float
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+
+    @property
+    def time_s(self) -> float:
+        return self.overhead_s + max(self.compute_s, self.memory_s)
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class StepCostModel:
+    """The coefficients of the formulas above for one (model, GPU, dtypes, efficiencies); build with
+    ``cost_model``. ``cost`` prices one step; ``decode_times_s`` prices many pure-decode steps at once."""
+
+    flops_per_token: float          # 2 · active params
+    attn_flops_per_token_ctx: float  # 2 · L · H · (d_qk + d_v): per new token per context token
+    kv_bytes_per_token: float
+    shared_weight_bytes: float      # everything but the routed experts (all weights for dense models)
+    expert_weight_bytes: float      # all routed experts together (0 for dense models)
+    expert_fraction_per_token: float  # k / E
+    sliding_window: int | None
+    sliding_fraction: float         # share of layers using the window
+    flops_per_s: float              # peak · MFU · GPUs
+    bytes_per_s: float              # bandwidth · MBU · GPUs
+    overhead_s: float
+
+    def weight_bytes(self, num_tokens: float | np.ndarray) -> float | np.ndarray:
+        """Weight bytes a step with ``num_tokens`` new tokens reads (MoE: only touched experts)."""
+        if not self.expert_weight_bytes:
+            return self.shared_weight_bytes
+        touched = 1.0 - (1.0 - self.expert_fraction_per_token) ** np.asarray(num_tokens, dtype=float)
+        return self.shared_weight_bytes + self.expert_weight_bytes * touched
+
+    def effective_context(self, context: np.ndarray) -> np.ndarray:
+        """Context each token attends to, averaged over layers (sliding-window layers see at most w)."""
+        if not self.sliding_window or not self.sliding_fraction:
+            return context
+        f = self.sliding_fraction
+        return (1.0 - f) * context + f * np.minimum(context, self.sliding_window)
+
+    def cost(self, new_tokens: np.ndarray, context: np.ndarray) -> StepCost:
+        """Cost of one step whose items have ``new_tokens[i]`` new tokens after ``context[i]`` cached ones."""
+        n = np.asarray(new_tokens, dtype=float)
+        c = np.asarray(context, dtype=float)
+        total = float(n.sum())
+        if total == 0:
+            return StepCost(0.0, 0.0, 0.0, 0.0, 0.0)
+        attn = float((n * self.effective_context(c + n / 2)).sum())
+        kv_tokens = float((self.effective_context(c) + n).sum())
+        flops = self.flops_per_token * total + self.attn_flops_per_token_ctx * attn
+        memory = float(self.weight_bytes(total)) + self.kv_bytes_per_token * kv_tokens
+        return StepCost(flops, memory, flops / self.flops_per_s, memory / self.bytes_per_s, self.overhead_s)
+
+    def decode_times_s(self, context: np.ndarray, num_steps: int) -> np.ndarray:
+        """Seconds of ``num_steps`` consecutive decode steps of the batch whose contexts start at ``context``
+        (every member gains one token per step). Same formula as ``cost``, vectorised over steps."""
+        c = np.asarray(context, dtype=float)[None, :] + np.arange(num_steps, dtype=float)[:, None]
+        batch = c.shape[1]
+        attn = self.effective_context(c + 0.5).sum(axis=1)
+        kv_tokens = (self.effective_context(c) + 1.0).sum(axis=1)
+        flops = self.flops_per_token * batch + self.attn_flops_per_token_ctx * attn
+        memory = self.weight_bytes(float(batch)) + self.kv_bytes_per_token * kv_tokens
+        return self.overhead_s + np.maximum(flops / self.flops_per_s, memory / self.bytes_per_s)
+
+
+def _resolve(model: ModelSpec | str, gpu: GPUSpec | str) -> tuple[ModelSpec, GPUSpec]:
+    """Accept preset names as well as specs."""
+    from helpers.hardware import load_gpu
+    from helpers.models import load_model
+
+    return (load_model(model) if isinstance(model, str) else model,
+            load_gpu(gpu) if isinstance(gpu, str) else gpu)
+
+
+def cost_model(model: ModelSpec | str, gpu: GPUSpec | str, *, weight_dtype: str = "fp16",
+               kv_dtype: str = "fp16", mfu: float = DEFAULT_MFU, mbu: float = DEFAULT_MBU,
+               overhead_s: float = DEFAULT_OVERHEAD_S, tensor_parallel_size: int = 1) -> StepCostModel:
+    """Coefficients of the step-time formula (module docstring) for this model, GPU and precision."""
+    model, gpu = _resolve(model, gpu)
+    if not (0 < mfu <= 1 and 0 < mbu <= 1):
+        raise ValueError(f"mfu and mbu are efficiencies in (0, 1]; got mfu={mfu}, mbu={mbu}")
+    if overhead_s < 0 or tensor_parallel_size < 1:
+        raise ValueError("overhead_s must be >= 0 and tensor_parallel_size >= 1")
+    weight_b = dtype_bytes(weight_dtype)
+    experts, k = model.num_experts, model.num_experts_per_tok
+    per_expert = (model.total_params - model.active_params) / (experts - k) if experts > k else 0.0
+    expert_params = per_expert * experts
+    v_dim = getattr(model, "value_head_dim", model.head_dim)
+    window = model.sliding_window if model.num_sliding_window_layers else None
+    return StepCostModel(
+        flops_per_token=2.0 * model.active_params,
+        attn_flops_per_token_ctx=2.0 * model.num_layers * model.num_attention_heads
+        * (model.head_dim + v_dim),
+        kv_bytes_per_token=float(kv_bytes_per_token(model, kv_dtype)),
+        shared_weight_bytes=(model.total_params - expert_params) * weight_b,
+        expert_weight_bytes=expert_params * weight_b,
+        expert_fraction_per_token=k / experts if experts else 0.0,
+        sliding_window=window,
+        sliding_fraction=model.num_sliding_window_layers / model.num_layers if window else 0.0,
+        flops_per_s=gpu.fp16_flops_per_s * mfu * tensor_parallel_size,
+        bytes_per_s=gpu.memory_bandwidth_bytes_per_s * mbu * tensor_parallel_size,
+        overhead_s=overhead_s,
+    )
+
+
+def step_time(model: ModelSpec | str, gpu: GPUSpec | str, items: Iterable[tuple[int, int]], *,
+              weight_dtype: str = "fp16", kv_dtype: str = "fp16", mfu: float = DEFAULT_MFU,
+              mbu: float = DEFAULT_MBU, overhead_s: float = DEFAULT_OVERHEAD_S, tensor_parallel_size: int = 1) -> StepCost:
+    """Cost of one engine step running ``items`` = [(new_tokens, cached_context), ...] (notebook 05 §1).
+
+    >>> step_time(llama13b, a100, [(1024, 0)] + [(1, 1500)] * 31)   # one prefill + 31 decodes
+    """
+    pairs = np.asarray(list(items), dtype=float).reshape(-1, 2)
+    cm = cost_model(model, gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mfu=mfu, mbu=mbu,
+                    overhead_s=overhead_s, tensor_parallel_size=tensor_parallel_size)
+    return cm.cost(pairs[:, 0], pairs[:, 1])
+
+
+def decode_tokens_per_s_ceiling(model: ModelSpec, gpu: GPUSpec, *, batch_size: int = 1, context_len: int = 0,
+                                weight_dtype: str = "fp16", kv_dtype: str = "fp16") -> float:
+    """Physical limit: output tokens/s of ``batch_size`` streams decoding at ``context_len`` with perfect
+    efficiency and no overhead. Single stream ≈ bandwidth ÷ weight bytes."""
+    cost = step_time(model, gpu, [(1, context_len)] * batch_size, weight_dtype=weight_dtype,
+                     kv_dtype=kv_dtype, mfu=1.0, mbu=1.0, overhead_s=0.0)
+    return batch_size / cost.time_s
+
+
+def prefill_time_floor_s(model: ModelSpec, gpu: GPUSpec, prompt_len: int, *, weight_dtype: str = "fp16",
+                         kv_dtype: str = "fp16") -> float:
+    """Physical limit: the shortest possible prefill (TTFT floor) of one ``prompt_len`` prompt."""
+    return step_time(model, gpu, [(prompt_len, 0)], weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                     mfu=1.0, mbu=1.0, overhead_s=0.0).time_s
+
+
+def decode_compute_bound_batch_size(model: ModelSpec, gpu: GPUSpec, *, context_len: int = 0,
+                                    weight_dtype: str = "fp16", kv_dtype: str = "fp16",
+                                    mfu: float = 1.0, mbu: float = 1.0, limit: int = 1 << 20) -> int | None:
+    """Smallest decode batch whose step is compute-bound, or None if none up to ``limit`` is: with a long
+    context every sequence adds KV bytes as fast as FLOPs, so decode may stay memory-bound forever."""
+    cm = cost_model(model, gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mfu=mfu, mbu=mbu,
+                    overhead_s=0.0)
+
+    def compute_bound(batch: int) -> bool:
+        return cm.cost(np.ones(batch), np.full(batch, float(context_len))).bound == "compute"
+
+    hi = 1
+    while not compute_bound(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2  # not compute-bound (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
+    return hi

@@ -1,0 +1,55 @@
+"""EngineConfig: vLLM names, YAML files, errors that say what to do."""
+from pathlib import Path
+
+import pytest
+
+from helpers.engine import EngineConfig
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "vllm"
+
+
+def test_articles_configs_load_with_their_settings():
+    a = EngineConfig.from_yaml(DATA / "config_a.yaml")
+    b = EngineConfig.from_yaml(DATA / "config_b.yaml")
+    assert a.max_num_seqs == 1 and not a.enable_prefix_caching and not a.enable_chunked_prefill
+    assert b.max_num_seqs == 128 and b.enable_prefix_caching and b.enable_chunked_prefill
+    assert b.model == "meta-llama/Llama-2-13b-chat-hf" and b.served_model_name == "local-13b"
+    assert b.gpu_memory_utilization == 0.92 and b.max_model_len == 4096 and b.block_size == 16
+    assert dict(b.not_simulated) == {"swap_space": 8, "disable_log_stats": False}
+
+
+def test_dashes_and_underscores_are_the_same_key(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("max-num-seqs: 7\nenable_chunked_prefill: false\nhost: 0.0.0.0\nport: 8000\n")
+    config = EngineConfig.from_yaml(path)
+    assert config.max_num_seqs == 7 and not config.enable_chunked_prefill
+    assert [k for k, _ in config.not_simulated] == ["host", "port"]
+
+
+def test_misspelled_key_is_an_error_with_a_suggestion(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("max_num_seq: 8\n")
+    with pytest.raises(ValueError, match="did you mean 'max_num_seqs'"):
+        EngineConfig.from_yaml(path)
+    path.write_text("completely_made_up: 1\n")
+    with pytest.raises(ValueError, match="not a vLLM engine option"):
+        EngineConfig.from_yaml(path)
+
+
+def test_missing_file_and_bad_values():
+    with pytest.raises(FileNotFoundError, match="data/vllm"):
+        EngineConfig.from_yaml("/no/such/file.yaml")
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        EngineConfig(gpu_memory_utilization=1.5)
+    with pytest.raises(ValueError, match="scheduling_policy"):
+        EngineConfig(scheduling_policy="dynamic")
+    with pytest.raises(ValueError, match="quantization"):
+        EngineConfig(quantization="magic")
+
+
+def test_dtypes_and_quantization_map_to_storage_dtypes():
+    assert EngineConfig().weight_dtype == "fp16" and EngineConfig().kv_dtype == "fp16"
+    assert EngineConfig(dtype="bfloat16").kv_dtype == "bf16"
+    assert EngineConfig(quantization="awq").weight_dtype == "int4"
+    assert EngineConfig(kv_cache_dtype="fp8_e5m2").kv_dtype == "fp8"
+    assert EngineConfig(scheduling_policy="fcfs").scheduling_policy == "continuous"
