@@ -37,6 +37,14 @@ _export("toy.measure", "PhaseThroughput", "DecodeTiming", "phase_throughput", "d
         "batch_decode_timings")
 _export("plots.toy", "plot_step_latency", "plot_generation_cost", "plot_phase_throughput",
         "plot_batch_decode", "plot_roofline", "plot_decode_prediction")
+_export("client.settings", "Settings", "load_settings", "mask_secret")
+_export("client.urls", "normalize_base_url", "UrlFix")
+_export("client.proxies", "proxy_variables", "bypass_proxy_for_loopback")
+_export("client.factory", "make_client", "make_async_client")
+_export("client.metrics", "RequestMetrics", "NoTokensError")
+_export("client.stream", "stream_once", "astream_once")
+_export("client.naive", "NaiveMetrics", "naive_measure", "naive_p99")
+_export("client.diagnose", "diagnose", "Diagnosis")
 _export("models", "ModelSpec", "ParamLayout", "load_model", "list_models", "attention_kind")
 _export("hardware", "GPUSpec", "load_gpu", "list_gpus")
 _export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
@@ -45,8 +53,13 @@ _export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "N
 _export("params", "count_params")
 _export("widgets.kv", "kv_calculator", "capacity_panel", "KVEstimate")
 _export("plots.kv", "plot_kv_vs_seq_len", "plot_kv_vs_batch", "plot_kv_savings")
+_export("server.launcher", "start_mock_server", "spawn_mock_server", "MockServer")
+_export("server.app", "create_app")
+_export("server.tokenizer", "count_tokens", "encode_chat")
+_export("server.textgen", "text_of_length")
 _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling", "prefill_time_floor_s",
         "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
 _export("engine.simulate", "simulate", "SimulationResult")
 _export("metrics", "summarize")
+_export("client.backend", "get_backend")

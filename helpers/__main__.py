@@ -11,6 +11,7 @@ import sys
 
 COMMANDS = {
     "kv": "KV-cache size and capacity plan for a model on a GPU",
+    "serve": "Run the mock OpenAI-compatible server",
     "simulate": "Simulate a vLLM-style engine on a virtual clock",
 }
 

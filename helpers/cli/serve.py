@@ -1,0 +1,124 @@
+"""``python -m helpers serve``: the mock OpenAI-compatible server for workshops and tests.
+
+Notebook 06 (配置 A 与配置 B) starts it with each vLLM config. Prints vLLM-like start-up lines (model, GPU,
+``GPU KV cache size: N tokens``, maximum concurrency), the served model names and the base URL; never the
+API key. Binds 127.0.0.1 unless ``--host`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from helpers.kvcache import format_bytes
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", help="vLLM YAML config (e.g. data/vllm/config_b.yaml); default: vLLM defaults"
+    )
+    parser.add_argument("--gpu", default="a100-80gb", help="simulated GPU (python -m helpers kv --list-gpus)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to the network)"
+    )
+    parser.add_argument("--port", type=int, default=8000, help="port (0 = any free port)")
+    parser.add_argument("--api-key", help="require this key as 'Authorization: Bearer KEY' (never printed)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="wall seconds per simulated second (0.1 = ten times faster than the GPU)",
+    )
+    parser.add_argument(
+        "--served-model-name",
+        nargs="+",
+        metavar="NAME[=MODEL][:reasoning]",
+        help="model IDs to answer to, e.g. local-13b local-7b=llama-2-7b local-r1:reasoning",
+    )
+    parser.add_argument(
+        "--max-waiting-requests",
+        type=int,
+        default=None,
+        help="answer 429 with Retry-After when this many requests wait (default: no limit)",
+    )
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.0, help="share of requests given a random fault"
+    )
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults")
+    parser.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
+
+
+def _log(message: str) -> None:
+    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [mock] {message}", flush=True)
+
+
+def _print_engine_log() -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("INFO %(asctime)s [engine] %(message)s", datefmt="%m-%d %H:%M:%S"))
+    engine_logger = logging.getLogger("helpers.engine")
+    engine_logger.addHandler(handler)
+    engine_logger.setLevel(logging.INFO)
+
+
+def run(args: argparse.Namespace) -> int:
+    from helpers.server.app import create_app
+    from helpers.server.launcher import READY_PREFIX, bind_socket, uvicorn_server
+
+    if args.time_scale <= 0:
+        print("error: --time-scale must be > 0 (0.1 = ten times faster than the simulated GPU)")
+        return 2
+    _print_engine_log()  # the engine logs vLLM's "GPU KV cache size: N tokens" lines as it is built
+    try:
+        app = create_app(
+            args.config,
+            args.gpu,
+            api_key=args.api_key,
+            time_scale=args.time_scale,
+            served_model_names=args.served_model_name,
+            max_waiting_requests=args.max_waiting_requests,
+            fault_rate=args.fault_rate,
+            fault_seed=args.fault_seed,
+        )
+        sock = bind_socket(args.host, args.port)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}")
+        return 1
+    service = app.state.mock
+    for driver in service.drivers:
+        engine, plan = driver.engine, driver.engine.capacity
+        cfg = engine.config
+        _log(
+            f"Simulating {engine.model.name} on {engine.gpu.display_name} "
+            f"(max_num_seqs={cfg.max_num_seqs}, max_num_batched_tokens={cfg.max_num_batched_tokens}, "
+            f"block_size={cfg.block_size}, prefix caching {'on' if cfg.enable_prefix_caching else 'off'}, "
+            f"chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}, "
+            f"scheduling {cfg.scheduling_policy})"
+        )
+        _log(
+            f"Model weights take {format_bytes(plan.weights_bytes)}; "
+            f"KV cache pool {format_bytes(plan.kv_pool_bytes)}"
+        )
+    for name, endpoint in service.endpoints.items():
+        kind = " (reasoning: streams reasoning_content first)" if endpoint.served.reasoning else ""
+        _log(f"Served model name: {name} -> {endpoint.driver.engine.model.name}{kind}")
+    _log(f"time_scale={args.time_scale:g}: 1 simulated second = {args.time_scale:g} wall seconds")
+    _log("API key: " + ("required (set, not shown)" if args.api_key else "not required"))
+    if args.max_waiting_requests is not None:
+        _log(f"Waiting queue limit: {args.max_waiting_requests} (then 429 with Retry-After)")
+    if args.fault_rate:
+        _log(f"Random faults: {args.fault_rate:.0%} of requests (seed {args.fault_seed})")
+    host, port = sock.getsockname()[:2]
+    _log(
+        "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also under /api/v1), "
+        "GET /health, GET /metrics"
+    )
+    print(
+        f"{READY_PREFIX}http://{host}:{port} (OpenAI base URL: http://{host}:{port}/v1; Ctrl+C to stop)",
+        flush=True,
+    )
+    uvicorn_server(app, args.log_level).run(sockets=[sock])
+    return 0

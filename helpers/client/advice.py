@@ -1,0 +1,275 @@
+"""The diagnoses ``diagnose`` chooses from: one function per situation, texts in Chinese (notebook 07).
+
+Functions take only the facts they need (never the API key in clear: ``unauthorized`` inspects it to say what
+looks wrong, and says so without quoting it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .proxies import PROXY_EXPLANATION
+from .settings import MOCK_API_KEY
+from .urls import UrlFix
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """``kind`` is a stable id for tests and code; ``title``, ``cause`` and ``fix`` are for people."""
+
+    kind: str
+    title: str
+    cause: str
+    fix: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"【{self.title}】\n原因：{self.cause}\n怎么办：{self.fix}"
+        return text + (f"\n原始信息：{self.detail}" if self.detail else "")
+
+    def _repr_markdown_(self) -> str:
+        text = f"**{self.title}**\n\n- **原因**：{self.cause}\n- **怎么办**：{self.fix}"
+        return text + (f"\n\n原始信息：`{self.detail}`" if self.detail else "")
+
+
+def unauthorized(key: str | None) -> Diagnosis:
+    if not key:
+        problem = (
+            "请求没有带 API Key（没有设置 TAOTOKEN_API_KEY，"
+            "或代码读的是另一个变量名，比如 OPENAI_API_KEY）。"
+        )
+    elif key == MOCK_API_KEY:
+        problem = (
+            "请求带的是 mock 的占位 Key，也就是没有设置 TAOTOKEN_API_KEY。mock 只在用 --api-key 启动或收到 "
+            "X-Mock-Fault: 401 时才返回 401；对 TaoToken 来说，这等于没有带 Key。"
+        )
+    elif key.startswith("eyJ") or key.count(".") == 2:
+        problem = "这个 Key 看起来像 OAuth / JWT 登录令牌（以 eyJ 开头或由三段组成），不是 API Key。"
+    elif key.lower().startswith("bearer"):
+        problem = "Key 里多写了 `Bearer ` 前缀：SDK 会自己加，结果变成 `Bearer Bearer ...`。"
+    elif key != key.strip():
+        problem = "Key 首尾有空格或换行（复制时带上的）。"
+    else:
+        problem = "Key 不对、已被删除或禁用，或额度已用完。"
+    return Diagnosis(
+        "unauthorized", "401 未授权：API Key 无效或缺失", problem,
+        "在 TaoToken 控制台的 API Keys 页面重新复制 Key，写进 .env 的 TAOTOKEN_API_KEY=..."
+        "（不带空格，不加 Bearer）；Claude Code、Cline 等工具的 OAuth 令牌不能当 API Key 用。"
+        "用 load_settings().describe() 核对掩码后的 Key 首尾几位是否与控制台一致。",
+    )
+
+
+def missing_key() -> Diagnosis:
+    return Diagnosis(
+        "missing_key", "没有提供 API Key", "创建 OpenAI 客户端时 api_key 为空，SDK 在发请求前就拒绝了。",
+        "用 make_client()（它从 TAOTOKEN_API_KEY 或 .env 读取，没有 Key 时连本地 mock）；"
+        "自己创建客户端时传 api_key=...。",
+    )
+
+
+def non_ascii_key() -> Diagnosis:
+    return Diagnosis(
+        "non_ascii_key", "API Key 里有中文或其他非 ASCII 字符",
+        "HTTP 请求头只能是 ASCII；最常见的是把示例里的占位符（如“你的_TaoToken_Key”）原样留在了代码里。",
+        "换成控制台生成的真实 Key（形如 sk-...），最好放在 .env 的 TAOTOKEN_API_KEY 中，而不是写进代码。",
+    )
+
+
+def forbidden() -> Diagnosis:
+    return Diagnosis(
+        "forbidden", "403 禁止访问", "Key 有效，但没有权限使用这个模型或接口（套餐、地区或 Key 权限限制）。",
+        "在控制台确认这个 Key 可以调用该模型；换一个模型 ID 试试。",
+    )
+
+
+def model_not_found(model: str | None) -> Diagnosis:
+    which = f"`{model}`" if model else "请求里的模型"
+    return Diagnosis(
+        "model_not_found", "404 模型不存在（model_not_found）",
+        f"地址是对的（服务器认出了接口），但 {which} 这个模型 ID 不存在或拼写不对。",
+        "用 client.models.list() 或控制台的模型列表查准确的 ID，写进 TAOTOKEN_MODEL；"
+        "自建 vLLM 时它等于 --served-model-name。",
+    )
+
+
+def wrong_path(url: str, fix: UrlFix) -> Diagnosis:
+    return Diagnosis(
+        "wrong_path", "404 路径不存在：Base URL 不对",
+        f"请求发到了 {url}，服务器上没有这个接口。openai SDK 只在 Base URL 后追加 `chat/completions`，"
+        "不会自动补 `/v1`，所以 Base URL 必须以 `/v1` 结尾（TaoToken 是 https://taotoken.net/api/v1）。",
+        f"把 TAOTOKEN_BASE_URL 设为 {fix.url}（normalize_base_url 会解释每一处修改）。",
+    )
+
+
+def context_too_long() -> Diagnosis:
+    return Diagnosis(
+        "context_too_long", "400 请求太长：max_tokens 过大或超出上下文长度",
+        "prompt 的 token 数 + max_tokens 超过了模型的最大上下文（vLLM 的 max_model_len），服务器直接拒绝。",
+        "调小 max_tokens 或缩短 prompt；两者之和要小于模型的上下文长度。",
+    )
+
+
+def bad_request(status: int) -> Diagnosis:
+    return Diagnosis(
+        "bad_request", f"{status} 请求被拒绝", "服务器认为请求参数有误（字段名、类型或取值不对）。",
+        "看下面的原始信息里服务器指出的字段（param），对照接口文档修正。",
+    )
+
+
+def rate_limited(retry_after: str | None, *, quota: bool) -> Diagnosis:
+    wait = "服务器没有给出 Retry-After。"
+    if retry_after:
+        wait = f"服务器建议等待 {retry_after} 秒（Retry-After 响应头）。"
+    cause = "额度或余额用完了。" if quota else "请求太多：超过了速率限制，或服务器的等待队列已满。"
+    return Diagnosis(
+        "rate_limited", "429 请求过多", cause + wait,
+        "降低并发或请求速率，按 Retry-After 等待后重试；压测时把 429 计入失败率，不要让 SDK 静默重试。",
+    )
+
+
+def server_error(status: int) -> Diagnosis:
+    return Diagnosis(
+        "server_error", f"{status} 服务器内部错误",
+        "问题在服务器一侧（后端故障、过载或重启中），不是你的代码。",
+        "稍后重试；持续出现时记录时间和 request id 反馈给服务方。压测时把它计入失败率。",
+    )
+
+
+def timeout() -> Diagnosis:
+    return Diagnosis(
+        "timeout", "请求超时",
+        "在超时时间内没有连上服务器，或两个 chunk 之间等得太久（服务器排队、网络慢或代理卡住）。",
+        "先用短 prompt、小 max_tokens 试一次；确实需要更久时调大 make_client(timeout_s=...)；检查代理设置。",
+    )
+
+
+def disconnected() -> Diagnosis:
+    return Diagnosis(
+        "disconnected", "流在中途断开",
+        "服务器或中间的代理在响应结束前关闭了连接（incomplete chunked read）。",
+        "重试这一次请求；频繁出现时检查代理和服务器日志。压测时它是一次失败的请求，不要丢弃不计。",
+    )
+
+
+def proxy_failed(proxies: dict[str, str]) -> Diagnosis:
+    return Diagnosis(
+        "proxy_failed", "代理连接失败（local proxy failed）",
+        f"请求经过了环境变量里的代理 {proxies}，但代理没有正常转发。" + PROXY_EXPLANATION,
+        "确认代理程序在运行、地址端口正确；不需要代理时 unset 这些变量；"
+        "访问本机时设置 NO_PROXY=127.0.0.1,localhost。",
+    )
+
+
+def connection_failed(url: str | None, loopback: bool, proxies: dict[str, str], refused: bool) -> Diagnosis:
+    where = url or "服务器"
+    title = "连接被拒绝" if refused else "连接失败"
+    if proxies and loopback:
+        title = "代理拦截了发往本机的请求"
+        cause = (
+            f"请求的是本机地址 {where}，但环境里设置了代理 {proxies}，请求被先送给了代理。"
+            + PROXY_EXPLANATION
+        )
+    elif proxies:
+        cause = f"环境里设置了代理 {proxies}：请求先发给代理，连不上的可能是代理本身。" + PROXY_EXPLANATION
+    elif loopback:
+        cause = f"{where} 所在的本机端口上没有服务在监听：mock 或 vLLM 没有启动，或端口写错了。"
+    else:
+        cause = f"连不上 {where}：网络不通、域名写错，或需要代理才能访问外网。"
+    return Diagnosis(
+        "connection_refused" if refused else "connection_error", title, cause,
+        "本地服务先用 curl http://127.0.0.1:端口/v1/models 确认它活着；远程服务检查 Base URL 与网络；"
+        "有代理变量时确认代理在运行，访问本机时设置 NO_PROXY=127.0.0.1,localhost（或用 make_client()）。",
+    )
+
+
+def socks_missing() -> Diagnosis:
+    return Diagnosis(
+        "socks_missing", "SOCKS 代理缺少依赖",
+        "ALL_PROXY 或 HTTPS_PROXY 是 socks5://...，httpx 需要额外的 socksio 包。",
+        "pip install 'httpx[socks]'；或者不需要代理时 unset ALL_PROXY。",
+    )
+
+
+def empty_stream() -> Diagnosis:
+    return Diagnosis(
+        "empty_stream", "流正常结束，但没有生成任何文本",
+        "服务器发来了 chunk（角色、结束标记），但没有一个 chunk 带 content 或 reasoning_content："
+        "max_tokens 太小（如 0）、模型立刻输出了结束符，或内容被过滤。",
+        "看 finish_reason；调大 max_tokens 或换一个 prompt 再试。",
+    )
+
+
+def no_choices(*, streaming: bool, missing: bool) -> Diagnosis:
+    shape = "没有 choices 字段" if missing else "choices 为空"
+    then = ""
+    if not streaming:
+        then = "之后的 response.choices[0] 会抛出 TypeError: 'NoneType' object is not subscriptable。"
+    return Diagnosis(
+        "no_choices", f"HTTP 200，但回复里{shape}",
+        "服务器返回了 200，但内容不是正常的对话补全（例如网关或非 OpenAI 兼容的端点返回的错误信息）；"
+        "SDK 不会报错，" + then,
+        "print(response) 看完整的回复体；先判断 if response.choices: 再取 choices[0]；"
+        "用 diagnose(response) 检查。",
+    )
+
+
+def empty_choices_index() -> Diagnosis:
+    return Diagnosis(
+        "empty_choices", "IndexError：choices 是空列表",
+        "流式请求开启 stream_options.include_usage 时，最后的 usage chunk 的 choices 是 []，"
+        "chunk.choices[0] 就会越界；也可能是服务器返回了空的 choices。",
+        "循环里先判断 if chunk.choices:；或直接用 stream_once，它会处理 usage chunk。",
+    )
+
+
+def sse_as_json() -> Diagnosis:
+    return Diagnosis(
+        "sse_as_json", "把流式响应当成 JSON 解析",
+        "stream=True 时返回的是 SSE 文本（每行 `data: {...}`，最后是 `data: [DONE]`），不是一个 JSON 文档。",
+        "用 SDK 迭代：for chunk in client.chat.completions.create(..., stream=True)；"
+        "非流式请求才用 response.json()。",
+    )
+
+
+def error_body() -> Diagnosis:
+    return Diagnosis(
+        "error_body", "回复是一条错误信息", "回复体里是 error 字段而不是 choices：服务器拒绝了请求。",
+        "读 error.message；模型名不对就核对模型 ID，Key 不对就重新复制 Key，max_tokens 过大就调小。",
+    )
+
+
+def truncated() -> Diagnosis:
+    return Diagnosis(
+        "truncated", "回答被截断（finish_reason = length）", "生成达到了 max_tokens 的上限，模型还没说完。",
+        "调大 max_tokens（prompt + max_tokens 不能超过上下文长度）。",
+    )
+
+
+def content_filtered() -> Diagnosis:
+    return Diagnosis(
+        "content_filtered", "内容被过滤（finish_reason = content_filter）",
+        "输出触发了服务方的内容安全策略，被中止。",
+        "调整 prompt 的措辞后重试。",
+    )
+
+
+def no_finish_reason() -> Diagnosis:
+    return Diagnosis(
+        "no_finish_reason", "流结束了，但没有 finish_reason",
+        "服务器没有发送结束标记，连接可能在中途被关闭。",
+        "重试；测量时把这次请求当作不完整，不要计入 TPOT 统计。",
+    )
+
+
+def ok(finish_reason: str | None) -> Diagnosis:
+    return Diagnosis(
+        "ok", "没有发现问题", f"回复正常结束（finish_reason = {finish_reason}）。", "无需处理。",
+    )
+
+
+def unknown(type_name: str) -> Diagnosis:
+    return Diagnosis(
+        "unknown", f"未能识别的错误（{type_name}）",
+        "diagnose 不认识这种错误，下面的原始信息是唯一可靠的线索。",
+        "读完整的 traceback 和原始信息：先分清是认证、网络、参数还是模型本身的问题；"
+        "把请求体和响应体打印出来对照。",
+    )

@@ -1,0 +1,78 @@
+"""Mock or TaoToken: the one place that may start the mock for a notebook (notebook 00 §2 "用哪个后端").
+
+``TAOTOKEN_API_KEY`` set (environment or ``.env``) → TaoToken. Otherwise the mock: the one at
+``INFERENCE_LAB_MOCK_URL`` when set (the test session starts one for all notebooks), else one started in this
+process on first use and reused for the life of the kernel. With ``INFERENCE_LAB_FORBID_INPROCESS_MOCK=1``
+(set by the test session) starting one is an error, so a notebook cannot silently run its own server. Either
+way the loopback addresses are added to ``NO_PROXY`` so clients a learner builds reach the mock despite proxy
+variables.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+from .proxies import bypass_proxy_for_loopback
+from .settings import MOCK_API_KEY, Settings, load_settings
+from .urls import is_loopback_host, normalize_base_url
+
+if TYPE_CHECKING:
+    from helpers.server.launcher import MockServer
+
+MOCK_URL_ENV = "INFERENCE_LAB_MOCK_URL"
+FORBID_ENV = "INFERENCE_LAB_FORBID_INPROCESS_MOCK"
+MOCK_CONFIG = Path(__file__).resolve().parents[2] / "data" / "vllm" / "config_b.yaml"
+MOCK_GPU = "a100-80gb"
+MOCK_SERVED_MODELS = ("local-13b", "local-r1:reasoning")  # the articles' model ID, and a reasoning-style one
+
+_lock = threading.Lock()
+_mock: MockServer | None = None
+
+
+def _inprocess_mock() -> MockServer:
+    """The mock of this kernel: started on first use (daemon thread, ~0.1 s), then reused."""
+    global _mock
+    with _lock:
+        if _mock is None:
+            from helpers.server.launcher import start_mock_server
+
+            _mock = start_mock_server(MOCK_CONFIG, MOCK_GPU, served_model_names=MOCK_SERVED_MODELS)
+        return _mock
+
+
+def list_served_models(base_url: str, api_key: str = MOCK_API_KEY, timeout_s: float = 10.0) -> list[str]:
+    """Model IDs from ``GET {base_url}/models`` (proxy variables ignored for loopback hosts)."""
+    local = is_loopback_host(httpx.URL(base_url).host)
+    response = httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {api_key}"},
+                         timeout=timeout_s, trust_env=not local)
+    response.raise_for_status()
+    return [model["id"] for model in response.json()["data"]]
+
+
+def get_backend(env: Mapping[str, str] | None = None, dotenv_path: str | Path | None = None) -> Settings:
+    """Settings for the backend in use: TaoToken with a key, else the mock (with its URL and first model)."""
+    env = os.environ if env is None else env
+    settings = load_settings(env, dotenv_path)
+    if settings.backend == "taotoken":
+        return settings
+    bypass_proxy_for_loopback()
+    external = env.get(MOCK_URL_ENV, "").strip()
+    if external:
+        fix = normalize_base_url(external)
+        base_url, source = fix.url, f"{MOCK_URL_ENV}（已在运行的 mock）"
+    elif env.get(FORBID_ENV) == "1":
+        raise RuntimeError(
+            f"{FORBID_ENV}=1 forbids starting a mock in this process, and {MOCK_URL_ENV} is not set: "
+            "start one with `python -m helpers serve --port 8000` and export "
+            f"{MOCK_URL_ENV}=http://127.0.0.1:8000/v1 (the root conftest does this for test runs)."
+        )
+    else:
+        base_url, source = _inprocess_mock().base_url, "本进程内启动的 mock（内核退出时随之停止）"
+    models = list_served_models(base_url)
+    return dataclasses.replace(settings, base_url=base_url, model=models[0], source=source)

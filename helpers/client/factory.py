@@ -1,0 +1,111 @@
+"""openai SDK clients fit for measuring (notebook 04 §1 "测量前的准备", notebook 05 load tests).
+
+- No silent retries (``max_retries=0``): a retried request reports the sum of two attempts as one latency,
+  and a failure the SDK hid would vanish from the error rate. Pass ``max_retries=2`` (the SDK default) for
+  casual use.
+- Timeouts: 5 s to connect, ``timeout_s`` (default 60 s) for each read, i.e. the longest allowed gap between
+  chunks.
+- A connection pool at least as large as the concurrency: a smaller pool is a hidden client-side queue whose
+  wait would be counted as server TTFT.
+- Proxy variables are ignored for loopback hosts (see ``helpers.client.proxies``), honoured for remote ones.
+
+Both the openai 1.x and 3.x SDKs accept an ``httpx`` client through ``http_client``, so we build one
+ourselves.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import httpx
+import openai
+
+from .settings import MOCK_API_KEY
+from .urls import is_loopback_host
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def measurement_timeout(timeout_s: float = 60.0) -> httpx.Timeout:
+    """Connect within 5 s; every read, write and pool wait within ``timeout_s``."""
+    return httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
+
+
+def _connection(
+    settings: Settings | None, base_url: str | None, api_key: str | None
+) -> tuple[str, str]:
+    if base_url is None:
+        if settings is None:
+            from .backend import get_backend  # the only path that may start the mock
+
+            settings = get_backend()
+        if settings.base_url is None:
+            raise ValueError("Settings 里没有 base_url：请用 get_backend() 得到的设置，或直接传 base_url=...")
+        base_url = settings.base_url
+    if api_key is None:
+        api_key = settings.client_api_key if settings is not None else MOCK_API_KEY
+    return base_url, api_key
+
+
+def _http_options(base_url: str, timeout_s: float, max_connections: int) -> dict:
+    if max_connections < 1:
+        raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+    return {
+        "timeout": measurement_timeout(timeout_s),
+        "limits": httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        # Loopback: never through a proxy. Remote: honour the learner's proxy variables.
+        "trust_env": not is_loopback_host(urlsplit(base_url).hostname),
+    }
+
+
+def make_client(
+    settings: Settings | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 60.0,
+    max_retries: int = 0,
+    max_connections: int = 8,
+    default_headers: Mapping[str, str] | None = None,
+) -> openai.OpenAI:
+    """An ``openai.OpenAI`` for ``settings`` (default ``get_backend()``) or an explicit ``base_url``."""
+    url, key = _connection(settings, base_url, api_key)
+    http_client = httpx.Client(**_http_options(url, timeout_s, max_connections))
+    return openai.OpenAI(
+        base_url=url,
+        api_key=key,
+        timeout=measurement_timeout(timeout_s),
+        max_retries=max_retries,
+        default_headers=default_headers,
+        http_client=http_client,
+    )
+
+
+def make_async_client(
+    settings: Settings | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 60.0,
+    max_retries: int = 0,
+    max_connections: int = 100,
+    default_headers: Mapping[str, str] | None = None,
+) -> openai.AsyncOpenAI:
+    """An ``openai.AsyncOpenAI`` whose pool holds ``max_connections`` (set it >= the load test's concurrency).
+
+    Use it as ``async with make_async_client(...) as client:`` so the pool is closed on the same event loop.
+    """
+    url, key = _connection(settings, base_url, api_key)
+    http_client = httpx.AsyncClient(**_http_options(url, timeout_s, max_connections))
+    return openai.AsyncOpenAI(
+        base_url=url,
+        api_key=key,
+        timeout=measurement_timeout(timeout_s),
+        max_retries=max_retries,
+        default_headers=default_headers,
+        http_client=http_client,
+    )

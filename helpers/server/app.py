@@ -1,0 +1,288 @@
+"""The mock OpenAI-compatible server: a FastAPI app around simulated engines driven in real time.
+
+Notebook 00 (环境与第一个请求) talks to it; notebook 05 (连续批处理) watches batching through it. Routes, also
+under ``/api/v1`` (TaoToken's layout): ``POST /v1/chat/completions``, ``POST /v1/completions``,
+``GET /v1/models``; plus ``GET /health`` and ``GET /metrics`` (Prometheus, vLLM's names). Every error is
+OpenAI-shaped (``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import json
+import os
+import time
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+
+from helpers.engine import EngineConfig
+from helpers.hardware import GPUSpec
+from helpers.server import completions as flow
+from helpers.server.driver import EngineDriver
+from helpers.server.errors import OpenAIError, invalid_api_key, model_not_found, rate_limited, server_error
+from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
+from helpers.server.metrics import CONTENT_TYPE, ServerMetrics
+from helpers.server.responses import (
+    DroppedResponse,
+    SSEResponse,
+    quiet_dropped_connections,
+    unless_disconnected,
+)
+from helpers.server.schemas import ChatCompletionRequest, CompletionRequest, parse_request
+from helpers.server.served import ServedModel, build_engines, served_models
+from helpers.server.textgen import generate_reply
+from helpers.server.tokenizer import encode, encode_chat, message_text
+
+RETRY_AFTER_S = 1.0  # what a 429 asks the client to wait
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A served model name and the driver of the engine behind it."""
+
+    served: ServedModel
+    driver: EngineDriver
+    max_model_len: int
+
+
+class MockService:
+    """Everything a request needs: endpoints, auth, faults, queue limit, metrics."""
+
+    def __init__(
+        self,
+        endpoints: dict[str, Endpoint],
+        metrics: ServerMetrics,
+        *,
+        api_key: str | None,
+        faults: FaultInjector,
+        max_waiting_requests: int | None,
+    ) -> None:
+        self.endpoints = endpoints
+        self.metrics = metrics
+        self.drivers = list({id(e.driver): e.driver for e in endpoints.values()}.values())
+        self._api_key = api_key
+        self._faults = faults
+        self._max_waiting = max_waiting_requests
+        self._ids = itertools.count()
+        self._id_prefix = os.urandom(4).hex()
+
+    def guard(self, request: Request, *, draw_fault: bool) -> Fault | None:
+        """Apply the fault header (or a random fault), then the API key check."""
+        header = request.headers.get(FAULT_HEADER)
+        fault = self._faults.choose(header) if draw_fault or header else None
+        error = error_for(fault, RETRY_AFTER_S)
+        if error is not None:
+            raise error
+        if self._api_key is not None:
+            scheme, _, key = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip(), self._api_key):
+                raise invalid_api_key()
+        return fault
+
+    def endpoint(self, model: str) -> Endpoint:
+        endpoint = self.endpoints.get(model)
+        if endpoint is None:
+            raise model_not_found(model, list(self.endpoints))
+        return endpoint
+
+    def prepare(
+        self,
+        endpoint: Endpoint,
+        body: ChatCompletionRequest | CompletionRequest,
+        fault: Fault | None,
+        received_wall_s: float,
+    ) -> flow.Job:
+        """Tokenize, check the context and the queue, and decide the reply."""
+        chat = isinstance(body, ChatCompletionRequest)
+        if chat:
+            messages = [m.model_dump() for m in body.messages]
+            prompt_ids = encode_chat(messages)
+            users = [m for m in messages if m["role"] == "user"] or messages
+            seed_text = message_text(users[-1]["content"])
+        elif isinstance(body.prompt, str) or isinstance(body.prompt[0], str):
+            seed_text = body.prompt if isinstance(body.prompt, str) else body.prompt[0]
+            prompt_ids = encode(seed_text)
+        else:
+            prompt_ids, seed_text = list(body.prompt), " ".join(map(str, body.prompt))
+        max_tokens = flow.check_context(len(prompt_ids), body.requested_max_tokens(), endpoint.max_model_len)
+        self._check_queue(endpoint.driver)
+        reply = generate_reply(
+            seed_text,
+            max_tokens=max_tokens,
+            seed=body.seed,
+            temperature=1.0 if body.temperature is None else body.temperature,
+            ignore_eos=body.ignore_eos,
+            stop=body.stop_strings,
+            reasoning=endpoint.served.reasoning,
+        )
+        prefix = "chatcmpl-" if chat else "cmpl-"
+        return flow.Job(
+            f"{prefix}{self._id_prefix}{next(self._ids):x}",
+            endpoint.served.name,
+            chat,
+            prompt_ids,
+            reply,
+            body.include_usage,
+            fault,
+            received_wall_s,
+        )
+
+    def _check_queue(self, driver: EngineDriver) -> None:
+        if self._max_waiting is None:
+            return
+        waiting = driver.engine.stats().num_waiting + driver.num_pending
+        if waiting >= self._max_waiting:
+            raise rate_limited(
+                f"The waiting queue is full ({waiting} requests, limit {self._max_waiting}). "
+                f"Retry after {RETRY_AFTER_S:g} s or send fewer requests at once.",
+                RETRY_AFTER_S,
+            )
+
+
+def load_config(config: EngineConfig | str | Path | None) -> EngineConfig:
+    """An EngineConfig from an object, a vLLM YAML path, or None (vLLM's defaults)."""
+    if config is None:
+        return EngineConfig()
+    if isinstance(config, EngineConfig):
+        return config
+    return EngineConfig.from_yaml(config)
+
+
+def create_app(
+    config: EngineConfig | str | Path | None = None,
+    gpu: GPUSpec | str = "a100-80gb",
+    *,
+    api_key: str | None = None,
+    time_scale: float = 1.0,
+    served_model_names: Sequence[str] | None = None,
+    max_waiting_requests: int | None = None,
+    fault_rate: float = 0.0,
+    fault_seed: int = 0,
+) -> FastAPI:
+    """Build the mock app (engines are created now; their real-time loops start with the app)."""
+    engine_config = load_config(config)
+    models = served_models(engine_config, served_model_names)
+    engines = build_engines(engine_config, gpu, models)
+    drivers: dict[int, EngineDriver] = {}
+    by_name: dict[str, EngineDriver] = {}
+    for served in models:  # one driver per engine, labelled in /metrics with its first served name
+        engine = engines[served.name]
+        if id(engine) not in drivers:
+            drivers[id(engine)] = by_name[served.name] = EngineDriver(engine, time_scale=time_scale)
+    metrics = ServerMetrics(by_name)
+    for name, driver in by_name.items():
+        driver.observer = metrics.observer(name)
+    endpoints = {
+        m.name: Endpoint(m, drivers[id(engines[m.name])], engines[m.name].capacity.max_model_len)
+        for m in models
+    }
+    service = MockService(
+        endpoints,
+        metrics,
+        api_key=api_key,
+        faults=FaultInjector(fault_rate, fault_seed),
+        max_waiting_requests=max_waiting_requests,
+    )
+    quiet_dropped_connections()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        for driver in service.drivers:
+            driver.start()
+        yield
+        for driver in service.drivers:
+            await driver.stop()
+
+    app = FastAPI(title="Inference Lab mock OpenAI server", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.mock = service
+    _add_routes(app, service)
+    _add_error_handlers(app)
+    return app
+
+
+def _add_routes(app: FastAPI, service: MockService) -> None:
+    router = APIRouter()
+
+    async def complete(
+        request: Request, model: type[ChatCompletionRequest] | type[CompletionRequest]
+    ) -> Response:
+        received = time.perf_counter()
+        fault = service.guard(request, draw_fault=True)
+        body = parse_request(model, await request.body())
+        endpoint = service.endpoint(body.model)
+        job = service.prepare(endpoint, body, fault, received)
+        if body.stream:
+            return SSEResponse(flow.stream_events(job, endpoint.driver), {"X-Request-Id": job.response_id})
+        completed, result = await unless_disconnected(
+            request, lambda: flow.run_to_completion(job, endpoint.driver)
+        )
+        if not completed:
+            return Response(status_code=204)  # the client has gone; nobody reads this
+        if result is None:
+            return DroppedResponse()
+        return Response(
+            json.dumps(result, ensure_ascii=False),
+            media_type="application/json",
+            headers={"X-Request-Id": job.response_id},
+        )
+
+    @router.post("/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await complete(request, ChatCompletionRequest)
+
+    @router.post("/completions")
+    async def completions(request: Request) -> Response:
+        return await complete(request, CompletionRequest)
+
+    @router.get("/models")
+    async def models(request: Request) -> Response:
+        service.guard(request, draw_fault=False)
+        created = int(time.time())
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "inference-lab-mock",
+                "root": e.served.model or e.driver.engine.config.model,
+                "max_model_len": e.max_model_len,
+            }
+            for name, e in service.endpoints.items()
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    app.include_router(router, prefix="/v1")
+    app.include_router(router, prefix="/api/v1")
+
+    @app.get("/health")
+    async def health() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(OpenAIError)
+    async def openai_error(request: Request, exc: OpenAIError) -> Response:
+        return exc.to_response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = (
+            f"{exc.detail}: {request.method} {request.url.path}. This server serves POST "
+            "/v1/chat/completions, POST /v1/completions and GET /v1/models (also under /api/v1/)."
+        )
+        return OpenAIError(exc.status_code, message).to_response()
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        return server_error(f"Unexpected error in the mock server: {exc!r}. Please report it.").to_response()

@@ -1,0 +1,195 @@
+"""One completion request, from validated body to engine to response (streamed or whole).
+
+Notebook 04 (流式输出与 TTFT) reads the ``timing`` field this adds: the simulated figures of the request in
+GPU seconds (``ttft_s``, ``tpot_s``, ``e2e_s``, ``queue_s``, preemptions, cached prompt tokens) and the
+server's own wall-clock view (``server_ttft_s``, ``server_e2e_s``: request received → first / last content
+token handed to the socket). Measured wall time ≈ simulated × ``time_scale``. The streamed text, the token
+count the engine generates and ``usage`` all come from one ``Reply``, so they always agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from helpers.server.driver import FINISHED, EngineDriver, Stream
+from helpers.server.errors import OpenAIError, bad_request, server_error
+from helpers.server.faults import Fault
+from helpers.server.sse import DONE, ChunkEncoder
+from helpers.server.textgen import Reply
+
+
+@dataclass(slots=True)
+class Job:
+    """A validated request ready for the engine."""
+
+    response_id: str
+    model: str
+    chat: bool
+    prompt_token_ids: list[int]
+    reply: Reply
+    include_usage: bool
+    fault: Fault | None
+    received_wall_s: float  # time.perf_counter() when the request arrived
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def check_context(prompt_tokens: int, max_tokens: int | None, max_model_len: int) -> int:
+    """The max_tokens to use (vLLM's default: the rest of the context); 400 when the request does not fit."""
+    wanted = max_model_len - prompt_tokens if max_tokens is None else max_tokens
+    if prompt_tokens + max(wanted, 1) > max_model_len:
+        asked = (
+            f"{prompt_tokens + wanted} tokens ({prompt_tokens} in the messages, {wanted} in the completion)"
+        )
+        raise bad_request(
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested {asked}. "
+            "Please reduce the length of the messages or completion.",
+            param="max_tokens" if max_tokens is not None else "messages",
+            code="context_length_exceeded",
+        )
+    return wanted
+
+
+def usage(job: Job, cached_tokens: int) -> dict:
+    completion = len(job.reply.pieces)
+    body = {
+        "prompt_tokens": len(job.prompt_token_ids),
+        "completion_tokens": completion,
+        "total_tokens": len(job.prompt_token_ids) + completion,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
+    if job.reply.num_reasoning:
+        body["completion_tokens_details"] = {"reasoning_tokens": job.reply.num_reasoning}
+    return body
+
+
+def timing(
+    job: Job, stream: Stream, driver: EngineDriver, first_wall_s: float | None, last_wall_s: float
+) -> dict:
+    """The ``timing`` extra field: simulated figures from the engine's record plus the server's wall clock."""
+    record = driver.engine.request_record(stream.request_id)
+    times = record.token_times_s
+    return {
+        "time_scale": driver.time_scale,
+        "arrival_s": record.arrival_s,
+        "queue_s": None if record.scheduled_s is None else record.scheduled_s - record.arrival_s,
+        "ttft_s": record.ttft_s,
+        "tpot_s": float(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,
+        "e2e_s": record.e2el_s,
+        "num_preemptions": record.num_preemptions,
+        "cached_prompt_tokens": record.num_cached_prompt_tokens,
+        "server_ttft_s": None if first_wall_s is None else first_wall_s - job.received_wall_s,
+        "server_e2e_s": last_wall_s - job.received_wall_s,
+    }
+
+
+async def _submit(job: Job, driver: EngineDriver) -> Stream:
+    delay_s = job.fault.first_token_delay_s * driver.time_scale if job.fault else 0.0
+    if delay_s:
+        await asyncio.sleep(delay_s)
+    return driver.submit(job.response_id, job.prompt_token_ids, len(job.reply.pieces))
+
+
+def _failed(item: object) -> OpenAIError:
+    if isinstance(item, ValueError):
+        return bad_request(str(item))
+    return server_error(
+        f"The simulated engine failed: {item!r}. This is a bug in the mock; please report it."
+    )
+
+
+async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes | None]:
+    """SSE bytes of a streamed response. Yields ``None`` to ask the server to drop the connection."""
+    enc = ChunkEncoder(response_id=job.response_id, model=job.model, created=job.created, chat=job.chat)
+    if job.chat:
+        yield enc.role()
+    if job.fault is not None and job.fault.kind == "no-choices":
+        yield enc.without_choices() + DONE
+        return
+    drop_after = job.fault.disconnect_after_tokens if job.fault else None
+    pieces, num_reasoning = job.reply.pieces, job.reply.num_reasoning
+    stream = await _submit(job, driver)
+    sent, first_wall_s, complete = 0, None, False
+    try:
+        while not complete:
+            items = [await stream.queue.get()]
+            while not stream.queue.empty():
+                items.append(stream.queue.get_nowait())
+            out: list[bytes] = []
+            for item in items:
+                if item is FINISHED:
+                    complete = True
+                    break
+                if isinstance(item, Exception):
+                    raise _failed(item)
+                for _ in range(item[0]):
+                    out.append(enc.token(pieces[sent], reasoning=sent < num_reasoning))
+                    sent += 1
+                    if drop_after is not None and sent >= drop_after:
+                        yield b"".join(out)
+                        yield None
+                        return
+            if first_wall_s is None and out:
+                first_wall_s = time.perf_counter()
+            if complete:
+                extra = timing(job, stream, driver, first_wall_s, time.perf_counter())
+                out.append(enc.finish(job.reply.finish_reason, extra))
+                if job.include_usage:
+                    out.append(enc.usage(usage(job, extra["cached_prompt_tokens"])))
+                out.append(DONE)
+            yield b"".join(out)
+    finally:
+        if not complete:
+            driver.abort(job.response_id)
+
+
+async def run_to_completion(job: Job, driver: EngineDriver) -> dict | None:
+    """The whole response body of a non-streamed request, or ``None`` for the disconnect fault."""
+    if job.fault is not None and job.fault.kind == "no-choices":
+        return {
+            "id": job.response_id,
+            "object": "chat.completion" if job.chat else "text_completion",
+            "created": job.created,
+            "model": job.model,
+        }
+    drop_after = job.fault.disconnect_after_tokens if job.fault else None
+    stream = await _submit(job, driver)
+    complete = False
+    try:
+        while True:
+            item = await stream.queue.get()
+            if item is FINISHED:
+                complete = True
+                break
+            if isinstance(item, Exception):
+                raise _failed(item)
+            if drop_after is not None and stream.num_received >= drop_after:
+                return None
+    finally:
+        if not complete:
+            driver.abort(job.response_id)
+    extra = timing(job, stream, driver, None, time.perf_counter())
+    reply = job.reply
+    if job.chat:
+        message = {"role": "assistant", "content": reply.content_text}
+        if reply.num_reasoning:
+            message["reasoning_content"] = reply.reasoning_text
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
+    else:
+        choice = {
+            "index": 0,
+            "text": reply.content_text,
+            "logprobs": None,
+            "finish_reason": reply.finish_reason,
+        }
+    return {
+        "id": job.response_id,
+        "object": "chat.completion" if job.chat else "text_completion",
+        "created": job.created,
+        "model": job.model,
+        "choices": [choice],
+        "usage": usage(job, extra["cached_prompt_tokens"]),
+        "timing": extra,
+    }

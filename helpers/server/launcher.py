@@ -1,0 +1,202 @@
+"""Start and stop the mock: in a daemon thread (notebooks) or as a subprocess (tests, workshops).
+
+Notebook 00 (环境与第一个请求) starts one with ``start_mock_server``::
+
+    with start_mock_server(config="data/vllm/config_b.yaml", gpu="a100-80gb", time_scale=0.1) as server:
+        client = OpenAI(base_url=server.base_url, api_key="EMPTY")
+
+The thread is a daemon (it dies with the kernel) and binds its socket before returning, so ``port=0``
+picks a free port and ``.base_url`` is ready at once; start and stop take about 0.1 s.
+``spawn_mock_server`` runs ``python -m helpers serve`` in a child process with the same options.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import uvicorn
+
+from helpers.engine import EngineConfig
+from helpers.hardware import GPUSpec
+from helpers.server.app import create_app
+
+READY_PREFIX = "Serving on "  # the CLI's last start-up line: "Serving on http://HOST:PORT ..."
+
+
+class MockServer:
+    """A running mock server. ``base_url`` ends in ``/v1``, ready for ``OpenAI(base_url=...)``."""
+
+    def __init__(self, host: str, port: int, stop: Callable[[], None], startup_log: str = "") -> None:
+        self.host = host
+        self.port = port
+        self.startup_log = startup_log  # what a spawned server printed while starting (never the API key)
+        self._stop = stop
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        """The server root (``/health``, ``/metrics``)."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        if not self._stopped:
+            self._stopped = True
+            self._stop()
+
+    def __enter__(self) -> MockServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"MockServer(base_url={self.base_url!r}, running={not self._stopped})"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket; a clear error when the port is taken.
+
+    Created with ``IPPROTO_TCP`` so that asyncio sets TCP_NODELAY on accepted connections: without it, Nagle's
+    algorithm holds a token chunk that follows the response headers until the client's delayed ACK (~40 ms).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port, or 0 for any free port"
+        ) from exc
+    sock.listen(2048)
+    return sock
+
+
+def uvicorn_server(app: object, log_level: str = "warning") -> uvicorn.Server:
+    config = uvicorn.Config(
+        app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=0.5
+    )
+    return uvicorn.Server(config)
+
+
+def start_mock_server(
+    config: EngineConfig | str | Path | None = None,
+    gpu: GPUSpec | str = "a100-80gb",
+    *,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    api_key: str | None = None,
+    time_scale: float = 1.0,
+    served_model_names: Sequence[str] | None = None,
+    max_waiting_requests: int | None = None,
+    fault_rate: float = 0.0,
+    fault_seed: int = 0,
+    log_level: str = "warning",
+) -> MockServer:
+    """Run the mock in a daemon thread of this process and return once it accepts connections."""
+    app = create_app(
+        config,
+        gpu,
+        api_key=api_key,
+        time_scale=time_scale,
+        served_model_names=served_model_names,
+        max_waiting_requests=max_waiting_requests,
+        fault_rate=fault_rate,
+        fault_seed=fault_seed,
+    )
+    sock = bind_socket(host, port)
+    server = uvicorn_server(app, log_level)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="mock-openai-server", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise RuntimeError("the mock server did not start; run `python -m helpers serve` to see its log")
+        time.sleep(0.005)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+    return MockServer(host, sock.getsockname()[1], stop)
+
+
+def _drain(stream: object) -> None:
+    """Keep reading a child's output so it never blocks on a full pipe."""
+    for _ in stream:  # type: ignore[attr-defined]
+        pass
+
+
+def spawn_mock_server(
+    config: str | Path | None = None,
+    gpu: str = "a100-80gb",
+    *,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    extra_args: Sequence[str] = (),
+    timeout_s: float = 60.0,
+) -> MockServer:
+    """Run ``python -m helpers serve`` in a child process (its own CPU core and event loop)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "helpers",
+        "serve",
+        "--gpu",
+        gpu,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *extra_args,
+    ]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    return spawn_server_process(cmd, timeout_s)
+
+
+def spawn_server_process(cmd: Sequence[str], timeout_s: float = 60.0) -> MockServer:
+    """Run a server command that prints ``Serving on http://HOST:PORT`` when it listens; stop() ends it."""
+    proc = subprocess.Popen(
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8"
+    )
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(READY_PREFIX) or time.monotonic() > deadline:
+            break
+    if not lines or not lines[-1].startswith(READY_PREFIX):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the server process did not start ({' '.join(cmd)}):\n" + "".join(lines[-20:]))
+    url = lines[-1][len(READY_PREFIX) :].split()[0]
+    bound_host, _, bound_port = url.removeprefix("http://").rpartition(":")
+    threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
+
+    def stop() -> None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    return MockServer(bound_host, int(bound_port), stop, "".join(lines))

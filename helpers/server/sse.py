@@ -1,0 +1,74 @@
+"""Server-sent events in OpenAI's streaming format, pre-encoded so each token costs one string join.
+
+Notebook 04 (流式输出与 TTFT) prints these raw bytes. A stream is::
+
+    data: {... "choices":[{"index":0,"delta":{"role":"assistant","content":""}, ...}]}   (chat only)
+    data: {... "delta":{"reasoning_content":"..."} ...}   (reasoning models, before the answer)
+    data: {... "delta":{"content":"..."} ...}             (one chunk per token)
+    data: {... "delta":{},"finish_reason":"stop"|"length"}], "timing": {...}}
+    data: {... "choices":[],"usage":{...}}                (only with stream_options.include_usage)
+    data: [DONE]
+
+Each event is ``data: <json>\\n\\n``. The finish chunk carries the mock's extra ``timing`` field.
+"""
+
+from __future__ import annotations
+
+import json
+
+DONE = b"data: [DONE]\n\n"
+
+
+def event(obj: object) -> bytes:
+    """One SSE event holding a JSON object."""
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+class ChunkEncoder:
+    """Pre-built frames of one stream (chat: ``chat.completion.chunk``, else ``text_completion``)."""
+
+    __slots__ = ("_chat", "_head", "_content", "_reasoning", "_tail")
+
+    def __init__(self, *, response_id: str, model: str, created: int, chat: bool) -> None:
+        self._chat = chat
+        head = {
+            "id": response_id,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": created,
+            "model": model,
+        }
+        self._head = head
+        start = "data: " + json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
+        start += ',"choices":[{"index":0,'
+        self._content = start + ('"delta":{"content":' if chat else '"text":')
+        self._reasoning = start + '"delta":{"reasoning_content":'
+        close = "}" if chat else ""
+        self._tail = close + ',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def role(self) -> bytes:
+        """The role-only first chunk of a chat stream (empty for completions)."""
+        if not self._chat:
+            return b""
+        return (self._content[: -len('"content":')] + '"role":"assistant","content":""' + self._tail).encode()
+
+    def token(self, piece: str, *, reasoning: bool = False) -> bytes:
+        """The chunk carrying one token of the answer (or of the reasoning)."""
+        text = json.dumps(piece, ensure_ascii=False)
+        return ((self._reasoning if reasoning else self._content) + text + self._tail).encode("utf-8")
+
+    def finish(self, finish_reason: str, timing: dict | None = None) -> bytes:
+        """The chunk with an empty delta (chat) or empty text and the finish_reason."""
+        choice = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
+        choice.update({"delta": {}} if self._chat else {"text": ""})
+        body = {**self._head, "choices": [choice]}
+        if timing is not None:
+            body["timing"] = timing
+        return event(body)
+
+    def usage(self, usage: dict) -> bytes:
+        """The final usage chunk: ``choices`` is an empty list."""
+        return event({**self._head, "choices": [], "usage": usage})
+
+    def without_choices(self) -> bytes:
+        """A malformed chunk with no ``choices`` key (the ``no-choices`` fault)."""
+        return event(self._head)

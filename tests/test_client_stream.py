@@ -1,0 +1,195 @@
+"""stream_once / astream_once against a scripted SSE server whose chunk times are known.
+
+Two kinds of checks: against the script (loose: the server's own scheduling adds jitter on a busy box) and
+against the moments the server actually wrote each chunk (tight: same process, same perf_counter clock).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from scripted_sse import Reply, ScriptedServer, chat_stream
+
+from helpers.client.factory import make_async_client, make_client
+from helpers.client.metrics import NoTokensError
+from helpers.client.naive import naive_measure, naive_p99
+from helpers.client.stream import astream_once, stream_once
+
+SCRIPT_TOL_S = 0.025  # measured vs scripted offsets
+SENT_TOL_S = 0.008  # measured gaps vs gaps between the server's writes
+MESSAGES = [{"role": "user", "content": "解释一下 KV Cache"}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ScriptedServer().start()
+    # role-only chunk at 50 ms, then three content chunks carrying 1, 4 and 4 tokens (usage says 9)
+    pieces = [(0.15, "你好"), (0.20, "，KV Cache 把"), (0.30, "历史的 K 和 V 存下来")]
+    srv.replies["basic"] = chat_stream("basic", pieces, role_at_s=0.05, usage=(17, 9))
+    srv.replies["no-usage"] = chat_stream("no-usage", [(0.02, "a"), (0.04, "b c"), (0.06, "d")])
+    srv.replies["reasoner"] = chat_stream("reasoner", [(0.20, "答案"), (0.25, "是 42")],
+                                          reasoning=[(0.05, "先想"), (0.08, "一想")], usage=(5, 6))
+    srv.replies["truncated"] = chat_stream("truncated", [(0.01, "a"), (0.02, "b")], usage=(3, 2),
+                                           finish_reason="length")
+    srv.replies["slow"] = chat_stream("slow", [(0.20, "x")], usage=(1, 1))
+    without_choices = {"id": "x", "object": "chat.completion.chunk", "model": "n"}
+    srv.replies["no-choices"] = Reply(events=[(0.0, without_choices), (0.0, "[DONE]")])
+    srv.replies["warmup"] = chat_stream("warmup", [(0.0, "w")], usage=(1, 1))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    client = make_client(base_url=server.base_url)
+    stream_once(client, "warmup", MESSAGES, 4)  # the SDK's first request pays lazy imports and a connect
+    yield client
+    client.close()
+
+
+def sent_offsets(server: ScriptedServer) -> list[float]:
+    served = server.served[-1]
+    return [t - served.sent_at[0] for t in served.sent_at]
+
+
+def test_ttft_is_the_first_content_chunk_not_the_role_chunk(server, client) -> None:
+    metrics = stream_once(client, "basic", MESSAGES, 64)
+    sent = sent_offsets(server)  # role, 3 content chunks, finish, usage, [DONE]
+    assert metrics.ttfb_s == pytest.approx(0.05, abs=SCRIPT_TOL_S)
+    assert metrics.ttft_s == pytest.approx(0.15, abs=SCRIPT_TOL_S)
+    assert metrics.ttft_s - metrics.ttfb_s == pytest.approx(sent[1] - sent[0], abs=SENT_TOL_S)
+    assert metrics.headers_s is not None and metrics.headers_s < metrics.ttfb_s
+    assert metrics.ttft_basis == "content"
+    assert (metrics.answer_ttft_s, metrics.reasoning_ttft_s) == (metrics.ttft_s, None)
+
+
+def test_itl_e2e_and_tpot_match_the_script(server, client) -> None:
+    metrics = stream_once(client, "basic", MESSAGES, 64)
+    sent = sent_offsets(server)
+    assert metrics.itl_s == pytest.approx([0.05, 0.10], abs=SCRIPT_TOL_S)
+    assert metrics.itl_s == pytest.approx([sent[2] - sent[1], sent[3] - sent[2]], abs=SENT_TOL_S)
+    assert metrics.e2e_s == pytest.approx(0.30, abs=SCRIPT_TOL_S)
+    assert metrics.e2e_s - metrics.ttft_s == pytest.approx(sum(metrics.itl_s))
+    assert metrics.tpot_s == pytest.approx((metrics.e2e_s - metrics.ttft_s) / (9 - 1))
+    assert metrics.tpot_s == pytest.approx(0.15 / 8, abs=SCRIPT_TOL_S / 8)
+    assert metrics.stream_end_s >= metrics.e2e_s
+
+
+def test_token_counts_come_from_usage_and_multi_token_chunks_are_noted(server, client) -> None:
+    metrics = stream_once(client, "basic", MESSAGES, 64)
+    assert (metrics.prompt_tokens, metrics.completion_tokens, metrics.usage_from_server) == (17, 9, True)
+    assert metrics.text_chunks == 3
+    assert metrics.tokens_per_chunk == 3.0
+    assert any("3 个 chunk" in note for note in metrics.notes)
+    assert metrics.text == "你好，KV Cache 把历史的 K 和 V 存下来"
+    assert metrics.finish_reason == "stop"
+    assert metrics.model == "basic"
+    body = server.served[-1].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 64 and body["messages"] == MESSAGES
+
+
+def test_without_usage_the_token_count_is_a_flagged_estimate(server, client) -> None:
+    metrics = stream_once(client, "no-usage", MESSAGES, 8, include_usage=False)
+    assert "stream_options" not in server.served[-1].body
+    assert (metrics.usage_from_server, metrics.completion_tokens, metrics.prompt_tokens) == (False, 3, None)
+    assert any("usage" in note for note in metrics.notes)
+
+
+def test_extra_arguments_reach_the_request(server, client) -> None:
+    stream_once(client, "basic", MESSAGES, 8, temperature=0.0, extra_headers={"X-Mock-Fault": "none"})
+    served = server.served[-1]
+    assert served.body["temperature"] == 0.0
+    assert served.headers["x-mock-fault"] == "none"
+
+
+def test_reasoning_model_records_both_first_tokens_and_says_which_is_ttft(server, client) -> None:
+    metrics = stream_once(client, "reasoner", MESSAGES, 32)
+    assert metrics.ttft_basis == "reasoning"
+    assert metrics.ttft_s == metrics.reasoning_ttft_s == pytest.approx(0.05, abs=SCRIPT_TOL_S)
+    assert metrics.answer_ttft_s == pytest.approx(0.20, abs=SCRIPT_TOL_S)
+    assert (metrics.reasoning_text, metrics.text) == ("先想一想", "答案是 42")
+    assert metrics.text_chunks == 4 and len(metrics.itl_s) == 3
+    assert metrics.e2e_s == pytest.approx(0.25, abs=SCRIPT_TOL_S)
+    assert any("推理模型" in note for note in metrics.notes)
+
+
+def test_a_stream_without_any_text_raises_no_tokens_error(client) -> None:
+    with pytest.raises(NoTokensError, match="choices") as caught:
+        stream_once(client, "no-choices", MESSAGES, 8)
+    assert caught.value.trace[0].n_choices is None
+
+
+def test_to_dict_is_a_flat_row_without_the_trace(client) -> None:
+    row = stream_once(client, "basic", MESSAGES, 8).to_dict()
+    assert "trace" not in row
+    assert isinstance(row["itl_s"], list) and len(row["itl_s"]) == 2
+    assert {"ttft_s", "ttfb_s", "e2e_s", "tpot_s", "completion_tokens", "usage_from_server"} <= row.keys()
+
+
+def test_astream_once_measures_like_stream_once(server) -> None:
+    async def run():
+        async with make_async_client(base_url=server.base_url) as aclient:
+            await astream_once(aclient, "warmup", MESSAGES, 4)
+            return await astream_once(aclient, "basic", MESSAGES, 64)
+
+    metrics = asyncio.run(run())
+    assert metrics.ttft_s == pytest.approx(0.15, abs=SCRIPT_TOL_S)
+    assert metrics.itl_s == pytest.approx([0.05, 0.10], abs=SCRIPT_TOL_S)
+    assert (metrics.completion_tokens, metrics.text_chunks) == (9, 3)
+
+
+def test_naive_measure_reproduces_the_articles_errors_on_the_same_stream(client) -> None:
+    metrics = stream_once(client, "basic", MESSAGES, 64)
+    naive = naive_measure(metrics)
+    # article A: TTFT at the role-only chunk, ~100 ms too early on this script
+    assert naive.ttft_s == metrics.ttfb_s
+    assert metrics.ttft_s - naive.ttft_s == pytest.approx(0.10, abs=SCRIPT_TOL_S)
+    # article A: every data line is a "token": role + 3 content + finish + usage = 6, not the 9 generated
+    assert naive.data_lines == 6 and metrics.completion_tokens == 9
+    # article B: len(text) / 1.5 instead of the server's count
+    assert naive.estimated_tokens == pytest.approx(len(metrics.text) / 1.5)
+    assert naive.first_content_s == metrics.ttft_s
+    assert naive.b_raises_on_empty_choices  # the usage chunk has choices == []
+
+
+def test_naive_p99_is_the_maximum_for_fifty_samples() -> None:
+    values = [float(i) for i in range(50)]
+    assert naive_p99(values) == 49.0
+    assert naive_p99(values[:10]) == 9.0
+    with pytest.raises(ValueError):
+        naive_p99([])
+
+
+@pytest.mark.parametrize(("pool", "max_active"), [(2, 2), (6, 6)])
+def test_async_client_pool_holds_max_connections(server, pool: int, max_active: int) -> None:
+    async def run() -> float:
+        async with make_async_client(base_url=server.base_url, max_connections=pool) as aclient:
+            start = time.perf_counter()
+            await asyncio.gather(*(astream_once(aclient, "slow", MESSAGES, 4) for _ in range(6)))
+            return time.perf_counter() - start
+
+    server.max_active = 0
+    elapsed_s = asyncio.run(run())
+    assert server.max_active == max_active
+    assert elapsed_s == pytest.approx(0.20 * 6 / pool, abs=0.15)  # a small pool is a hidden queue
+
+
+def test_max_connections_must_be_positive(server) -> None:
+    with pytest.raises(ValueError, match="max_connections"):
+        make_client(base_url=server.base_url, max_connections=0)
+
+
+def test_finish_reason_length_is_reported(client) -> None:
+    metrics = stream_once(client, "truncated", MESSAGES, 2)
+    assert metrics.finish_reason == "length"
+    assert any("length" in note for note in metrics.notes)
+
+
+def test_role_chunk_events_are_kept_in_the_trace(client) -> None:
+    metrics = stream_once(client, "basic", MESSAGES, 8)
+    kinds = [(e.role, bool(e.content), e.finish_reason, e.n_choices, e.has_usage) for e in metrics.trace]
+    assert kinds[0] == ("assistant", False, None, 1, False)
+    assert kinds[-2][2] == "stop"
+    assert kinds[-1] == (None, False, None, 0, True)

@@ -1,0 +1,167 @@
+"""Every error the mock returns is OpenAI-shaped, has the right status and maps to the right SDK exception."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from helpers.engine import EngineConfig
+from helpers.server.launcher import start_mock_server
+
+KEY = "sk-test-secret"
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with start_mock_server(time_scale=0.02, api_key=KEY, served_model_names=["local-13b"]) as srv:
+        yield srv
+
+
+def _client(base_url: str, key: str = KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
+
+
+def _assert_openai_shape(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    return error
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_wrong_or_missing_key_is_authentication_error(server, stream):
+    with (
+        _client(server.base_url, key="sk-wrong") as client,
+        pytest.raises(openai.AuthenticationError) as info,
+    ):
+        client.chat.completions.create(model="local-13b", messages=MESSAGES, max_tokens=2, stream=stream)
+    assert info.value.code == "invalid_api_key" and info.value.status_code == 401
+    response = httpx.post(
+        server.base_url + "/chat/completions", json={"model": "local-13b", "messages": MESSAGES}
+    )
+    assert _assert_openai_shape(response, 401)["code"] == "invalid_api_key"
+
+
+def test_models_needs_the_key_too_but_health_and_metrics_do_not(server):
+    assert httpx.get(server.base_url + "/models").status_code == 401
+    assert httpx.get(server.url + "/health").status_code == 200
+    assert httpx.get(server.url + "/metrics").status_code == 200
+
+
+def test_unknown_model_is_not_found_with_model_not_found(server):
+    with _client(server.base_url) as client, pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gpt-4o", messages=MESSAGES, max_tokens=2)
+    assert info.value.code == "model_not_found" and "local-13b" in info.value.message
+
+
+def test_wrong_path_is_not_found_without_code(server):
+    with _client(server.url) as client, pytest.raises(openai.NotFoundError) as info:  # base URL missing /v1
+        client.chat.completions.create(model="local-13b", messages=MESSAGES, max_tokens=2)
+    assert info.value.code is None and "/v1/chat/completions" in info.value.message
+
+
+@pytest.mark.parametrize("max_tokens", [5000, 10**30])
+def test_max_tokens_over_the_context_is_bad_request(server, max_tokens):
+    with _client(server.base_url) as client, pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="local-13b", messages=MESSAGES, max_tokens=max_tokens)
+    assert (
+        info.value.code == "context_length_exceeded"
+        and "maximum context length is 4096" in info.value.message
+    )
+
+
+def test_prompt_over_max_model_len_is_bad_request(server):
+    long = [{"role": "user", "content": "token " * 5000}]
+    with _client(server.base_url) as client, pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="local-13b", messages=long)
+    assert info.value.code == "context_length_exceeded"
+
+
+CHAT = {"model": "local-13b", "messages": MESSAGES}
+BAD_BODIES = {
+    "malformed JSON": b'{"model": "local-13b", "messages": [',
+    "not an object": b"[1, 2]",
+    "empty body": b"",
+    "negative max_tokens": {**CHAT, "max_tokens": -1},
+    "zero max_tokens": {**CHAT, "max_tokens": 0},
+    "float max_tokens": {**CHAT, "max_tokens": 1e30},
+    "string max_tokens": {**CHAT, "max_tokens": "10"},
+    "messages not a list": {**CHAT, "messages": "hi"},
+    "empty messages": {**CHAT, "messages": []},
+    "null content": {**CHAT, "messages": [{"role": "user", "content": None}]},
+    "unknown role": {**CHAT, "messages": [{"role": "robot", "content": "x"}]},
+    "image part": {
+        **CHAT,
+        "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+    },
+    "missing model": {"messages": MESSAGES},
+    "model not a string": {**CHAT, "model": 13},
+    "temperature too high": {**CHAT, "temperature": 3},
+    "stream not a bool": {**CHAT, "stream": "yes"},
+    "n of 2": {**CHAT, "n": 2},
+    "stream_options without stream": {**CHAT, "stream_options": {"include_usage": True}},
+    "stop of wrong type": {**CHAT, "stop": 5},
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_BODIES))
+def test_bad_input_is_400_in_openai_shape_never_5xx(server, name):
+    body = BAD_BODIES[name]
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    response = httpx.post(
+        server.base_url + "/chat/completions",
+        content=content,
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
+    error = _assert_openai_shape(response, 400)
+    assert error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "local-13b", "prompt": ["a", "b"]},
+        {"model": "local-13b", "prompt": []},
+        {"model": "local-13b", "prompt": 5},
+        {"model": "local-13b"},
+    ],
+)
+def test_bad_completions_input_is_400(server, body):
+    response = httpx.post(
+        server.base_url + "/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
+    )
+    _assert_openai_shape(response, 400)
+
+
+def test_sdk_maps_a_bad_request_to_bad_request_error(server):
+    with _client(server.base_url) as client, pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="local-13b", messages=[], max_tokens=2)
+    assert info.value.param == "messages"
+
+
+def test_full_waiting_queue_answers_429_with_retry_after():
+    config = EngineConfig(max_num_seqs=1)
+    with start_mock_server(config, time_scale=1.0, max_waiting_requests=1) as srv, httpx.Client() as http:
+        body = {
+            "model": "llama-2-13b",
+            "messages": MESSAGES,
+            "max_tokens": 400,
+            "stream": True,
+            "ignore_eos": True,
+        }
+        url = srv.base_url + "/chat/completions"
+        with http.stream("POST", url, json=body) as running, http.stream("POST", url, json=body) as waiting:
+            chunks = [
+                running.iter_bytes(),
+                waiting.iter_bytes(),
+            ]  # keep them: a dropped iterator closes its stream
+            next(chunks[0]), next(chunks[1])
+            refused = http.post(url, json=body)
+            assert _assert_openai_shape(refused, 429)["code"] == "rate_limit_exceeded"
+            assert int(refused.headers["Retry-After"]) >= 1
+            with _client(srv.base_url) as client, pytest.raises(openai.RateLimitError):
+                client.chat.completions.create(model="llama-2-13b", messages=MESSAGES, max_tokens=2)
