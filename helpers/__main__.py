@@ -13,6 +13,8 @@ COMMANDS = {
     "kv": "KV-cache size and capacity plan for a model on a GPU",
     "serve": "Run the mock OpenAI-compatible server",
     "simulate": "Simulate a vLLM-style engine on a virtual clock",
+    "bench": "Load-test an OpenAI-compatible server",
+    "vllm": "Print the vllm serve command for a config file, with GPU fit warnings",
 }
 
 

@@ -1,0 +1,104 @@
+"""How accurate is the load-test harness? Its TTFT and TPOT against the mock's own server-side figures.
+
+The mock reports, for every streamed request, ``server_ttft_s`` (request received → first content token handed
+to the socket, its wall clock) and the simulated figures × ``time_scale``. The harness measures send → first
+content chunk parsed by the openai SDK. The difference is what the client adds (sending, HTTP, SSE parsing,
+event-loop delay): it should stay under 3 ms at P99, and output tokens must be exact.
+
+The mock runs in a child process (as a real server would, on its own core and event loop).
+
+    .venv/bin/python benchmarks/client_accuracy.py [--concurrency 1 16 64] [--time-scale 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+import numpy as np
+
+from helpers.bench import FewSamplesWarning, run_benchmark, synthetic_prompts
+from helpers.server.launcher import spawn_mock_server
+
+
+def measure(
+    base_url: str, concurrency: int, num_prompts: int, input_len: int, output_len: int, seed: int
+) -> dict[str, float]:
+    prompts = synthetic_prompts(concurrency + num_prompts, input_len, output_len, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewSamplesWarning)
+        result = run_benchmark(
+            prompts[concurrency:],
+            warmup_prompts=prompts[:concurrency],
+            base_url=base_url,
+            api_key="x",
+            model="local-13b",
+            concurrency=concurrency,
+            progress=False,
+        )
+    df = result.requests
+    ok = df[df["success"]]
+    timing = ok["server_timing"].tolist()
+    server_ttft_s = np.array([t["server_ttft_s"] for t in timing])
+    server_tpot_s = np.array(
+        [
+            (t["server_e2e_s"] - t["server_ttft_s"]) / (n - 1)
+            for t, n in zip(timing, ok["output_tokens"], strict=True)
+        ]
+    )
+    sim_tpot_s = np.array([t["tpot_s"] * t["time_scale"] for t in timing])
+    ttft_err_ms = (ok["ttft_s"].to_numpy() - server_ttft_s) * 1000
+    tpot_err_ms = (ok["tpot_s"].to_numpy() - server_tpot_s) * 1000
+    chunks = ok["itls_s"].map(len) + 1
+    return {
+        "completed": len(ok),
+        "failed": int((~df["success"]).sum()),
+        "median_ttft_ms": float(ok["ttft_s"].median() * 1000),
+        "ttft_err_p50_ms": float(np.percentile(ttft_err_ms, 50)),
+        "ttft_err_p99_ms": float(np.percentile(ttft_err_ms, 99)),
+        "ttft_err_max_ms": float(ttft_err_ms.max()),
+        "median_tpot_ms": float(ok["tpot_s"].median() * 1000),
+        "tpot_err_p99_ms": float(np.percentile(np.abs(tpot_err_ms), 99)),
+        "tpot_vs_sim_p99_pct": float(np.percentile(np.abs(ok["tpot_s"] / sim_tpot_s - 1), 99) * 100),
+        "tokens_exact": bool(
+            (ok["output_tokens"] == output_len).all()
+            and (chunks == output_len).all()
+            and (ok["prompt_tokens"] == input_len).all()
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--num-prompts", type=int, default=128, help="measured requests per level")
+    parser.add_argument("--input-len", type=int, default=256)
+    parser.add_argument("--output-len", type=int, default=64)
+    parser.add_argument("--time-scale", type=float, default=0.5)
+    args = parser.parse_args()
+    header = (
+        f"{'conc':>4} {'ok/fail':>8} {'TTFT p50':>9} {'err p50':>8} {'err p99':>8} {'err max':>8} "
+        f"{'TPOT p50':>9} {'|err| p99':>9} {'vs sim p99':>10} tokens"
+    )
+    print(
+        f"mock: config_b, a100-80gb, time_scale {args.time_scale}; {args.num_prompts} requests/level, "
+        f"{args.input_len} in / {args.output_len} out; errors = harness − server (ms)"
+    )
+    print(header)
+    with spawn_mock_server(
+        "data/vllm/config_b.yaml", extra_args=["--time-scale", str(args.time_scale)]
+    ) as server:
+        for level, concurrency in enumerate(args.concurrency):
+            r = measure(
+                server.base_url, concurrency, args.num_prompts, args.input_len, args.output_len, seed=level
+            )
+            print(
+                f"{concurrency:>4} {r['completed']:>4}/{r['failed']:<3} {r['median_ttft_ms']:>9.2f} "
+                f"{r['ttft_err_p50_ms']:>8.3f} {r['ttft_err_p99_ms']:>8.3f} {r['ttft_err_max_ms']:>8.3f} "
+                f"{r['median_tpot_ms']:>9.3f} {r['tpot_err_p99_ms']:>9.3f} {r['tpot_vs_sim_p99_pct']:>9.1f}% "
+                f"{'exact' if r['tokens_exact'] else 'WRONG'}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""A concurrency sweep: the articles' table, measured (notebook 06 §"配置 A 与 B 的压测表").
+
+Each level gets its own prompts (seeds derived from the sweep's seed), so a level never hits the prefix cache
+the previous one warmed; its first ``warmup`` prompts are sent first and left out of the figures (they share
+the level's system prefix, which production traffic keeps warm too).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.bench.loadgen import BenchResult, arun_benchmark, run_sync
+from helpers.bench.prompts import derive_seed, make_prompts, new_seed
+from helpers.client.settings import Settings
+
+DEFAULT_CONCURRENCIES = (1, 4, 8, 16, 32)
+
+
+async def asweep(
+    concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES,
+    *,
+    num_prompts: int = 50,
+    input_len: int = 1024,
+    output_len: int = 256,
+    shared_prefix_len: int = 0,
+    dataset: str | Path | None = None,
+    warmup: int = 1,
+    seed: int | None = None,
+    request_rate: float = math.inf,
+    burstiness: float = 1.0,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    settings: Settings | None = None,
+    ignore_eos: bool = True,
+    save_jsonl: str | Path | None = None,
+    progress: bool | None = None,
+    timeout_s: float = 60.0,
+    on_result: Callable[[BenchResult], None] | None = None,
+) -> pd.DataFrame:
+    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys)."""
+    if not concurrencies:
+        raise ValueError("give at least one concurrency level")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    seed = new_seed() if seed is None else seed
+    rows = []
+    for level, concurrency in enumerate(concurrencies):
+        level_seed = derive_seed(seed, "level", level)
+        prompts = make_prompts(
+            warmup + num_prompts,
+            input_len,
+            output_len,
+            shared_prefix_len=shared_prefix_len,
+            dataset=dataset,
+            seed=level_seed,
+        )
+        result = await arun_benchmark(
+            prompts[warmup:],
+            warmup_prompts=prompts[:warmup],
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            settings=settings,
+            concurrency=concurrency,
+            request_rate=request_rate,
+            burstiness=burstiness,
+            ignore_eos=ignore_eos,
+            save_jsonl=save_jsonl,
+            progress=progress,
+            timeout_s=timeout_s,
+            seed=level_seed,
+            labels={"concurrency": concurrency, "seed": level_seed},
+        )
+        if on_result is not None:
+            on_result(result)
+        rows.append(result.row())
+    table = pd.DataFrame(rows)
+    table.attrs["seed"] = seed
+    return table
+
+
+def sweep(concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES, **options: Any) -> pd.DataFrame:
+    """``asweep`` from sync code: ``sweep([1, 4, 8, 16, 32], base_url=..., model=...)``."""
+    return run_sync(asweep(concurrencies, **options))
