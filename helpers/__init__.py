@@ -68,3 +68,9 @@ _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarni
         "summarize_results", "to_simulated", "arrival_times_s")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency", "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
+_export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttft_vs_prompt_length", "prefill_fit",
+        "tps_vs_max_tokens")
+_export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_tps_vs_max_tokens",
+        "plot_ttft_bars")
+_export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url")
+_export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok")

@@ -227,6 +227,7 @@ def test_socks_proxy_without_socksio(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("reply", "kind"),
     [({"error": "model not found"}, "model_not_found"),
+     ({"error": {"message": "POST /api/chat/completions not found; routes: GET /v1/models"}}, "error_body"),
      ({"error": {"message": "max_tokens too large"}}, "context_too_long"),
      ({"error": {"message": "Invalid API key"}}, "unauthorized"),
      ({"error": {"message": "something else"}}, "error_body"),

@@ -82,10 +82,10 @@ def forbidden() -> Diagnosis:
 
 
 def model_not_found(model: str | None) -> Diagnosis:
-    which = f"`{model}`" if model else "请求里的模型"
+    which = f"模型 ID `{model}`" if model else "请求里的模型 ID"
     return Diagnosis(
         "model_not_found", "404 模型不存在（model_not_found）",
-        f"地址是对的（服务器认出了接口），但 {which} 这个模型 ID 不存在或拼写不对。",
+        f"地址是对的（服务器认出了接口），但{which}不存在或拼写不对。",
         "用 client.models.list() 或控制台的模型列表查准确的 ID，写进 TAOTOKEN_MODEL；"
         "自建 vLLM 时它等于 --served-model-name。",
     )

@@ -85,7 +85,7 @@ def _status_error(error: openai.APIStatusError, settings: Settings | None) -> Di
     if status == 403:
         return advice.forbidden()
     if status == 404:
-        if code == "model_not_found" or re.search(r"model", message, re.I):
+        if code == "model_not_found" or re.search(r"\bmodel\b", message, re.I):
             return advice.model_not_found(_requested_model(error) or (settings.model if settings else None))
         base = url.rsplit("/chat/completions", 1)[0]
         return advice.wrong_path(url, normalize_base_url(base))
@@ -142,7 +142,7 @@ def _diagnose_exception(error: BaseException, settings: Settings | None) -> Diag
 
 def _error_body(error: Any) -> Diagnosis:
     text = json.dumps(error, ensure_ascii=False) if not isinstance(error, str) else error
-    if re.search(r"model", text, re.I) and re.search(r"not.?found|not exist|does not", text, re.I):
+    if re.search(r"\bmodel\b", text, re.I) and re.search(r"not.?found|not exist|does not", text, re.I):
         return advice.model_not_found(None)
     if re.search(r"api.?key|unauthori[sz]ed|authentication", text, re.I):
         return advice.unauthorized(None)

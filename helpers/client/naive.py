@@ -57,6 +57,7 @@ def naive_measure(metrics: RequestMetrics) -> NaiveMetrics:
 
 def naive_p99(values: Sequence[float]) -> float:
     """Article A's P99: ``sorted(x)[int(n * 0.99)]``, the maximum for any n <= 100 (use np.percentile)."""
-    if not values:
+    ordered = sorted(values)
+    if not ordered:
         raise ValueError("naive_p99 needs at least one value")
-    return sorted(values)[int(len(values) * 0.99)]
+    return ordered[int(len(ordered) * 0.99)]

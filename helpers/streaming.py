@@ -1,0 +1,121 @@
+"""Streaming experiments of notebook 04 (流式输出：TTFT、TPOT 与吞吐): small sweeps over one backend.
+
+Each sweep sends ordinary streamed chat requests through ``stream_once`` and returns a ``pandas.DataFrame``,
+one row per request, so the notebook can show, plot and check the numbers. Every prompt starts with a random
+tag (``unique_prompt``): a prompt that shares its beginning with an earlier one hits the prefix cache and its
+TTFT says nothing about prefill (the pitfall of vllm#52884, and of "run the same prompt three times").
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import openai
+import pandas as pd
+
+from helpers.client.metrics import RequestMetrics
+from helpers.client.naive import naive_measure
+from helpers.client.stream import stream_once
+from helpers.server.textgen import text_of_length
+
+
+def unique_prompt(num_tokens: int, *, chinese: bool = False, seed: int = 0) -> str:
+    """About ``num_tokens`` tokens of on-topic text behind a random tag: no earlier prompt shares its prefix.
+
+    The tag adds a few tokens; the server's ``usage.prompt_tokens`` is the count to plot (notebook 04 §5).
+    """
+    return f"[{uuid.uuid4().hex[:12]}] " + text_of_length(num_tokens, seed=seed, chinese=chinese)
+
+
+def user_message(text: str) -> list[dict[str, str]]:
+    """``[{"role": "user", "content": text}]``."""
+    return [{"role": "user", "content": text}]
+
+
+def compare_with_naive(runs: Sequence[RequestMetrics]) -> pd.DataFrame:
+    """The articles' numbers next to the correct ones, per request, on the same streams (notebook 04 §3).
+
+    Columns: ``naive_ttft_ms`` (article A: first ``data:`` line) vs ``ttft_ms`` (first chunk with text);
+    ``data_lines`` (article A's token count) and ``len_div_1_5`` (article B's ``len(text)/1.5``) vs
+    ``usage_tokens``; article B's ``naive_tps`` vs ``decode_tps`` = (N − 1) / (E2E − TTFT).
+    """
+    rows = []
+    for i, run in enumerate(runs):
+        naive = naive_measure(run)
+        decode_s = run.e2e_s - run.ttft_s
+        rows.append({
+            "run": i,
+            "naive_ttft_ms": naive.ttft_s * 1000,
+            "ttft_ms": run.ttft_s * 1000,
+            "data_lines": naive.data_lines,
+            "len_div_1_5": naive.estimated_tokens,
+            "usage_tokens": run.completion_tokens,
+            "chars": len(run.text),
+            "naive_tps": naive.estimated_tps,
+            "decode_tps": (run.completion_tokens - 1) / decode_s if decode_s > 0 else float("nan"),
+        })
+    return pd.DataFrame(rows).set_index("run")
+
+
+def ttft_vs_prompt_length(
+    client: openai.OpenAI,
+    model: str,
+    prompt_tokens: Sequence[int],
+    *,
+    repeats: int = 2,
+    max_tokens: int = 4,
+    **extra: Any,
+) -> pd.DataFrame:
+    """TTFT of fresh prompts of each length, ``repeats`` times each, lengths interleaved (notebook 04 §5).
+
+    Interleaving spreads any slow moment of the machine over all lengths instead of one.
+    Columns: ``target_tokens``, ``prompt_tokens`` (server's usage), ``ttft_ms``, ``repeat``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    rows = []
+    for repeat in range(repeats):
+        for target in prompt_tokens:
+            messages = user_message(unique_prompt(target, seed=repeat))
+            run = stream_once(client, model, messages, max_tokens, **extra)
+            rows.append({"target_tokens": target, "prompt_tokens": run.prompt_tokens,
+                         "ttft_ms": run.ttft_s * 1000, "repeat": repeat})
+    return pd.DataFrame(rows)
+
+
+def prefill_fit(table: pd.DataFrame) -> tuple[float, float]:
+    """Least-squares line of ``ttft_ms`` against ``prompt_tokens``: (ms per prompt token, intercept ms)."""
+    slope, intercept = np.polyfit(table["prompt_tokens"].astype(float), table["ttft_ms"].astype(float), 1)
+    return float(slope), float(intercept)
+
+
+def tps_vs_max_tokens(
+    client: openai.OpenAI,
+    model: str,
+    max_tokens: Sequence[int],
+    *,
+    prompt_tokens: int = 1024,
+    **extra: Any,
+) -> pd.DataFrame:
+    """Output speed at several ``max_tokens`` with a fresh prompt each time (notebook 04 §6).
+
+    ``e2e_tps`` = output tokens / E2E (TTFT included, so short outputs look slow); ``decode_tps`` = 1 / TPOT
+    (the decode rate, independent of the output length). Pass ``extra_body={"ignore_eos": True}`` (vLLM and
+    the mock) to make every reply exactly ``max_tokens`` long.
+    """
+    rows = []
+    for limit in max_tokens:
+        run = stream_once(client, model, user_message(unique_prompt(prompt_tokens)), limit, **extra)
+        rows.append({
+            "max_tokens": limit,
+            "completion_tokens": run.completion_tokens,
+            "ttft_ms": run.ttft_s * 1000,
+            "e2e_ms": run.e2e_s * 1000,
+            "tpot_ms": None if run.tpot_s is None else run.tpot_s * 1000,
+            "e2e_tps": run.completion_tokens / run.e2e_s,
+            "decode_tps": None if not run.tpot_s else 1 / run.tpot_s,
+            "finish_reason": run.finish_reason,
+        })
+    return pd.DataFrame(rows)

@@ -1,0 +1,57 @@
+"""Reproducing errors safely, for notebook 07 (排错) and the proxy part of notebook 00.
+
+``try_and_diagnose`` runs a request and returns ``diagnose``'s explanation of whatever happened, so a
+notebook shows a diagnosis instead of a traceback. ``temporary_env`` sets or removes environment variables
+for one ``with`` block (a proxy that does not exist, no ``NO_PROXY``) and restores them afterwards.
+``closed_port_url`` gives a local URL where nothing listens: connection refused, on purpose.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from helpers.client.advice import Diagnosis
+from helpers.client.diagnose import diagnose
+from helpers.client.settings import Settings
+
+
+def try_and_diagnose(action: Callable[[], Any], settings: Settings | None = None) -> Diagnosis:
+    """Run ``action()``: an exception or the value it returns goes to ``diagnose`` (never re-raised).
+
+    ``Diagnosis.detail`` names the exception class and message, with any API key masked.
+    """
+    try:
+        value = action()
+    except Exception as error:  # noqa: BLE001 - the point is to explain any failure, not to crash the cell
+        return diagnose(error, settings)
+    return diagnose(value, settings)
+
+
+@contextmanager
+def temporary_env(**changes: str | None) -> Iterator[None]:
+    """Set (a string) or remove (``None``) environment variables inside the block, then restore them all."""
+    saved = {name: os.environ.get(name) for name in changes}
+    try:
+        for name, value in changes.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def closed_port_url(host: str = "127.0.0.1") -> str:
+    """``http://HOST:PORT/v1`` on a port that was free a moment ago: nothing listens (connection refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port = sock.getsockname()[1]
+    return f"http://{host}:{port}/v1"

@@ -1,0 +1,54 @@
+"""The notebook 04 sweeps against the session's mock: fresh prompts, tables the notebook relies on."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from helpers import (compare_with_naive, get_backend, make_client, prefill_fit, stream_once,
+                     tps_vs_max_tokens, ttft_vs_prompt_length, unique_prompt, user_message)
+from helpers.server.tokenizer import count_tokens
+
+
+@pytest.fixture(scope="module")
+def mock():
+    backend = get_backend()
+    return make_client(backend), backend.model
+
+
+def test_unique_prompts_differ_from_the_first_token_and_have_about_the_asked_length() -> None:
+    first, second = unique_prompt(200), unique_prompt(200)
+    assert first[:14] != second[:14] and first[15:] == second[15:]
+    assert 200 <= count_tokens(first) <= 215
+
+
+def test_compare_with_naive_counts_sse_lines_and_stamps_ttft_at_the_role_chunk(mock) -> None:
+    client, model = mock
+    run = stream_once(client, model, user_message(unique_prompt(32, chinese=True)), 6)
+    row = compare_with_naive([run]).iloc[0]
+    assert row["naive_ttft_ms"] == run.trace[0].t_s * 1000 < row["ttft_ms"] == run.ttft_s * 1000
+    assert row["data_lines"] == len(run.trace) == run.completion_tokens + 3    # role + finish + usage chunks
+    assert row["len_div_1_5"] == pytest.approx(len(run.text) / 1.5)
+    assert row["decode_tps"] == pytest.approx((run.completion_tokens - 1) / (run.e2e_s - run.ttft_s))
+
+
+def test_ttft_sweep_sees_prefill_grow_with_the_prompt(mock) -> None:
+    client, model = mock
+    table = ttft_vs_prompt_length(client, model, [32, 2048], repeats=1, max_tokens=2)
+    assert list(table["target_tokens"]) == [32, 2048] and table["prompt_tokens"].is_monotonic_increasing
+    slope_ms, _ = prefill_fit(table)
+    assert table["ttft_ms"].iloc[1] > table["ttft_ms"].iloc[0] and slope_ms > 0
+    with pytest.raises(ValueError, match="repeats"):
+        ttft_vs_prompt_length(client, model, [32], repeats=0)
+
+
+def test_prefill_fit_recovers_a_known_line() -> None:
+    table = pd.DataFrame({"prompt_tokens": [100, 200, 300], "ttft_ms": [30.0, 50.0, 70.0]})
+    assert prefill_fit(table) == pytest.approx((0.2, 10.0))
+
+
+def test_tps_sweep_makes_fixed_length_replies_and_separates_e2e_from_decode_speed(mock) -> None:
+    client, model = mock
+    table = tps_vs_max_tokens(client, model, [2, 8], prompt_tokens=512, extra_body={"ignore_eos": True})
+    assert list(table["completion_tokens"]) == [2, 8] and set(table["finish_reason"]) == {"length"}
+    assert (table["decode_tps"] > table["e2e_tps"]).all()
+    assert table["e2e_tps"].iloc[1] > table["e2e_tps"].iloc[0]
