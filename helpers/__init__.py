@@ -74,3 +74,7 @@ _export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_
         "plot_ttft_bars")
 _export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url")
 _export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok")
+_export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace", "BlockSnapshot")
+_export("engine.sweep", "concurrency_sweep", "article_format")
+_export("plots.engine", "plot_timeline", "plot_block_table", "plot_prefix_hit_rate", "plot_itl_tail",
+        "plot_kv_pressure", "plot_concurrency_sweep")

@@ -23,8 +23,9 @@ def _stats(name: str, values_s: np.ndarray, percentiles: Sequence[float]) -> dic
     out = {f"mean_{name}_ms": 0.0 if empty else float(ms.mean()),
            f"median_{name}_ms": 0.0 if empty else float(np.median(ms)),
            f"std_{name}_ms": 0.0 if empty else float(ms.std())}
-    for p in percentiles:
-        out[f"p{p:g}_{name}_ms"] = 0.0 if empty else float(np.percentile(ms, p))
+    values = np.zeros(len(percentiles)) if empty else np.percentile(ms, percentiles)  # one partition
+    for p, value in zip(percentiles, values.tolist()):
+        out[f"p{p:g}_{name}_ms"] = value
     return out
 
 

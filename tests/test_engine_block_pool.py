@@ -1,7 +1,7 @@
 """Paged blocks and prefix caching: hashes, reference counts, LRU reuse, the prompt_len - 1 cap."""
 import numpy as np
 
-from helpers.engine.block_pool import BlockPool, hash_blocks
+from helpers.engine.block_pool import BlockPool, hash_blocks, hash_prompts
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Sequence
 
@@ -62,3 +62,17 @@ def test_no_caching_means_no_hits():
     kv.allocate_slots(a, 0, 8)
     kv.free(a)
     assert kv.get_computed_blocks(seq(range(8), "b")) == []
+
+
+def test_hashes_do_not_change_when_a_longer_prompt_grows_the_key_table():
+    prompt = np.arange(64)
+    before = hash_blocks(prompt, 16)
+    hash_blocks(np.zeros(20_000, int), 16)  # longer than any prompt so far: the key table grows
+    assert hash_blocks(prompt, 16) == before
+
+
+def test_batched_hashing_equals_one_prompt_at_a_time():
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 1000, int(n)) for n in (0, 15, 16, 17, 100, 64)]
+    assert hash_prompts(prompts, 16) == [hash_blocks(p, 16) for p in prompts]
+    assert hash_prompts(prompts[:2], 16) == [[], []]

@@ -45,24 +45,20 @@ class BulkDecodeMixin:
 
     def bulk_horizon(self) -> int:
         """How many decode steps can run before one finishes a request (that step included) or the pool
-        runs out of blocks (that step excluded: it needs preemption)."""
+        runs out of blocks (that step excluded: it needs preemption). A request whose table holds
+        ``nblocks`` blocks with ``c`` tokens computed needs a new block at steps
+        ``nblocks·block_size − c + 1``, then every ``block_size`` steps: the horizon ends just before the
+        (free + 1)-th of those steps over all requests."""
         slots = self.running_slots()
         k = int((self.limit[slots] - self.num_tokens[slots]).min())
-        c = self.computed[slots]
         bs = self.kv.block_size
-        lengths = self.nblocks[slots]
+        first_need = self.nblocks[slots] * bs - self.computed[slots] + 1
+        needs = (first_need[:, None] + bs * np.arange(-(-k // bs))).ravel()
+        needs = needs[needs <= k]
         free = self.kv.pool.num_free_blocks
-
-        def blocks_needed(steps: int) -> int:
-            return int(np.maximum(-(-(c + steps) // bs) - lengths, 0).sum())
-
-        if blocks_needed(k) <= free:
+        if len(needs) <= free:
             return k
-        lo, hi = 0, k  # blocks_needed(lo) <= free < blocks_needed(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if blocks_needed(mid) <= free else (lo, mid)
-        return lo
+        return int(np.partition(needs, free)[free]) - 1
 
     def advance_decode(self, steps: int, step_idx: int, end_s: np.ndarray) -> list[Sequence]:
         """Apply ``steps`` decode steps at once (``steps`` <= ``bulk_horizon()``); ``end_s`` are their end

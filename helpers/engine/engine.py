@@ -88,7 +88,8 @@ class LLMEngine:
         self.scheduler = scheduler_cls(config, self.kv)
         self.now_s = 0.0
         self._seqs: dict[str, Sequence] = {}
-        self._step_end_s = np.empty(1024)
+        self._step_end_s = np.empty(1024)  # end times of steps _first_step .. _num_steps - 1
+        self._first_step = 0
         self._num_steps = 0
         kv_tokens = self.num_gpu_blocks * config.block_size
         logger.info("GPU KV cache size: %s tokens", f"{kv_tokens:,}")
@@ -96,8 +97,9 @@ class LLMEngine:
                     kv_tokens / self.capacity.tokens_per_request)
 
     # -- requests ---------------------------------------------------------------------------------------
-    def add_request(self, request: Request) -> None:
-        """Queue a request; it joins at the next step boundary."""
+    def add_request(self, request: Request, *, block_hashes: list[int] | None = None) -> None:
+        """Queue a request; it joins at the next step boundary. ``block_hashes``: its prompt's
+        ``hash_prompts`` for this engine's block size, if already computed (simulate() hashes in batches)."""
         prompt = np.asarray(request.prompt_token_ids, dtype=np.int64)
         if request.request_id in self._seqs:
             raise ValueError(f"request id {request.request_id!r} is already in use")
@@ -108,12 +110,24 @@ class LLMEngine:
                              f"max_model_len {self.max_model_len}; shorten the prompt or lower max_tokens")
         arrival = self.now_s if request.arrival_time_s is None else request.arrival_time_s
         seq = Sequence(request.request_id, prompt, request.max_tokens, arrival)
+        if block_hashes is not None and self.kv.enable_caching:
+            if len(block_hashes) != len(prompt) // self.config.block_size:
+                raise ValueError(f"{len(block_hashes)} block hashes for a prompt of {len(prompt)} tokens in "
+                                 f"blocks of {self.config.block_size}: use hash_prompts(prompts, block_size)")
+            seq.block_hashes = block_hashes
         self._seqs[request.request_id] = seq
         self.scheduler.waiting.append(seq)
 
     def abort_request(self, request_id: str) -> None:
         """Remove a request wherever it is and free its KV blocks; unknown or done ids are ignored."""
         seq = self._seqs.get(request_id)
+        if seq is not None and seq.status in (Status.WAITING, Status.RUNNING):
+            self.scheduler.abort(seq)
+
+    def release_request(self, request_id: str) -> None:
+        """Forget a request once its record has been read (aborting it first if still in flight), so that
+        a long-running server does not grow with every request it has served. Unknown ids are ignored."""
+        seq = self._seqs.pop(request_id, None)
         if seq is not None and seq.status in (Status.WAITING, Status.RUNNING):
             self.scheduler.abort(seq)
 
@@ -126,15 +140,36 @@ class LLMEngine:
 
     # -- stepping ---------------------------------------------------------------------------------------
     def _append_step_ends(self, end_s: np.ndarray | float) -> int:
-        """Store step end times; returns the index of the first one."""
+        """Store step end times; returns the (absolute) index of the first one."""
         ends = np.atleast_1d(end_s)
-        idx, need = self._num_steps, self._num_steps + len(ends)
-        if need > len(self._step_end_s):
-            grown = np.empty(max(need, 2 * len(self._step_end_s)))
-            self._step_end_s = np.concatenate([self._step_end_s, grown])
-        self._step_end_s[idx:need] = ends
-        self._num_steps = need
+        idx = self._num_steps
+        if idx + len(ends) - self._first_step > len(self._step_end_s):
+            self._compact_step_ends(len(ends))
+        lo = idx - self._first_step
+        self._step_end_s[lo:lo + len(ends)] = ends
+        self._num_steps = idx + len(ends)
         return idx
+
+    def _oldest_step_needed(self) -> int:
+        """The first step index a remembered request's token times still refer to."""
+        sched = self.scheduler
+        oldest = self._num_steps
+        for seq in self._seqs.values():
+            if seq.segments:
+                oldest = min(oldest, seq.segments[0][0])
+            elif seq.slot >= 0 and sched.seg_next[seq.slot] >= 0:
+                oldest = min(oldest, int(sched.seg_start[seq.slot]))
+        return oldest
+
+    def _compact_step_ends(self, extra: int) -> None:
+        """Make room for ``extra`` step times: drop those no remembered request needs, grow if still short."""
+        oldest = self._oldest_step_needed()
+        kept = self._step_end_s[oldest - self._first_step:self._num_steps - self._first_step]
+        size = len(self._step_end_s)
+        if len(kept) + extra > size // 2:
+            size = max(2 * size, 2 * (len(kept) + extra))
+        self._step_end_s = np.concatenate([kept, np.empty(size - len(kept))])
+        self._first_step = oldest
 
     def step(self) -> StepOutput:
         """Schedule and run one step starting at ``now_s``; ``now_s`` moves to its end."""
@@ -197,7 +232,7 @@ class LLMEngine:
             start, nxt = int(self.scheduler.seg_start[seq.slot]), int(self.scheduler.seg_next[seq.slot])
             if nxt >= 0:
                 seq.segments.append((start, nxt - start))
-            record = seq.record(self._step_end_s)
+            record = seq.record(self._step_end_s, self._first_step)
             seq.segments = saved
             return record
-        return seq.record(self._step_end_s)
+        return seq.record(self._step_end_s, self._first_step)

@@ -86,10 +86,10 @@ class Sequence:
     def prompt_len(self) -> int:
         return len(self.prompt)
 
-    def record(self, step_end_s: np.ndarray) -> RequestRecord:
-        """Freeze this sequence's timeline; ``step_end_s`` maps step indices to their end times."""
-        times = (np.concatenate([step_end_s[s:s + n] for s, n in self.segments]) if self.segments
-                 else np.empty(0))
+    def record(self, step_end_s: np.ndarray, first_step: int = 0) -> RequestRecord:
+        """Freeze this sequence's timeline; ``step_end_s[i]`` is the end time of step ``first_step + i``."""
+        runs = [step_end_s[s - first_step:s - first_step + n] for s, n in self.segments]
+        times = runs[0].copy() if len(runs) == 1 else np.concatenate(runs) if runs else np.empty(0)
         return RequestRecord(
             request_id=self.request_id, prompt_tokens=self.prompt_len, max_tokens=self.max_tokens,
             output_tokens=len(times), arrival_s=self.arrival_s, scheduled_s=self.scheduled_s,

@@ -82,12 +82,17 @@ class Scheduler(BulkDecodeMixin):
         """Append ``counts`` new blocks to the tables of ``self.running[indices]`` (one pool call)."""
         if not len(indices):
             return
-        counts = np.broadcast_to(counts, indices.shape)
-        blocks = self.kv.pool.allocate(int(counts.sum()))
-        pos = 0
-        for i, c in zip(indices.tolist(), counts.tolist()):
-            self.running[i].block_table.extend(blocks[pos:pos + c])
-            pos += c
+        running = self.running
+        if isinstance(counts, int):  # the same number each: no per-request offsets
+            blocks = self.kv.pool.allocate(counts * len(indices))
+            for j, i in enumerate(indices.tolist()):
+                running[i].block_table.extend(blocks[j * counts:(j + 1) * counts])
+        else:
+            blocks = self.kv.pool.allocate(int(counts.sum()))
+            pos = 0
+            for i, c in zip(indices.tolist(), counts.tolist()):
+                running[i].block_table.extend(blocks[pos:pos + c])
+                pos += c
         self.nblocks[slots[indices]] += counts
 
     def _allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
@@ -170,7 +175,8 @@ class Scheduler(BulkDecodeMixin):
                 budget = self._schedule_running_with_preemption(budget, n, grow, seqs, num_new, preempted)
         if not preempted:
             budget = self._admit(budget, seqs, num_new)
-        slots = self._slots(seqs)
+        # seqs is a subsequence of running, in order: equal lengths mean equal lists
+        slots = self.running_slots() if len(seqs) == len(self.running) else self._slots(seqs)
         new = np.asarray(num_new, np.int64)
         context = self.computed[slots]
         self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())

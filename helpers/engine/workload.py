@@ -7,6 +7,7 @@ seed gives the same lengths and token ids.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,9 +45,12 @@ class Workload:
 
         return draw(self.input_len), draw(self.output_len)
 
-    def prompts(self, input_lens: np.ndarray):
-        """Token ids of each prompt, generated lazily (shared prefix + random tokens)."""
+    def prompt_batches(self, input_lens: np.ndarray, batch_size: int = 256) -> Iterator[list[np.ndarray]]:
+        """Token ids of the prompts, ``batch_size`` at a time (shared prefix + random tokens). The random
+        tokens of a batch come from one draw: the same stream as one draw per prompt."""
         rng = np.random.default_rng([self.seed, 2])
         prefix = rng.integers(0, self.vocab_size, self.shared_prefix_len, dtype=np.int32)
-        for n in input_lens.tolist():
-            yield np.concatenate([prefix, rng.integers(0, self.vocab_size, n - len(prefix), dtype=np.int32)])
+        for lo in range(0, len(input_lens), batch_size):
+            body_lens = np.asarray(input_lens[lo:lo + batch_size]) - len(prefix)
+            body = rng.integers(0, self.vocab_size, int(body_lens.sum()), dtype=np.int32)
+            yield [np.concatenate([prefix, part]) for part in np.split(body, np.cumsum(body_lens)[:-1])]

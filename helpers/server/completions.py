@@ -70,6 +70,7 @@ def timing(
 ) -> dict:
     """The ``timing`` extra field: simulated figures from the engine's record plus the server's wall clock."""
     record = driver.engine.request_record(stream.request_id)
+    driver.engine.release_request(stream.request_id)  # read once: the engine may forget it
     times = record.token_times_s
     return {
         "time_scale": driver.time_scale,
@@ -82,6 +83,10 @@ def timing(
         "cached_prompt_tokens": record.num_cached_prompt_tokens,
         "server_ttft_s": None if first_wall_s is None else first_wall_s - job.received_wall_s,
         "server_e2e_s": last_wall_s - job.received_wall_s,
+        # Absolute CLOCK_MONOTONIC stamps (time.perf_counter() on Linux, shared by every process of the
+        # machine): a client on the same host can split its own latency into request and response paths.
+        "received_monotonic_s": job.received_wall_s,
+        "first_token_monotonic_s": first_wall_s,
     }
 
 

@@ -101,14 +101,14 @@ class EngineDriver:
         return stream
 
     def abort(self, request_id: str) -> None:
-        """Drop a request wherever it is (client gone): frees its KV blocks. Idempotent."""
+        """Drop a request wherever it is (client gone): frees its KV blocks and the engine's memory of it,
+        even if it finished unread. Idempotent."""
+        self.engine.release_request(request_id)
         stream = self._streams.pop(request_id, None)
         if stream is None:
             return
         if stream in self._pending:
             self._pending.remove(stream)
-        else:
-            self.engine.abort_request(request_id)
         self._wake.set()
 
     # the loop ----------------------------------------------------------------------------------------------
