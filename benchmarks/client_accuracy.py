@@ -1,11 +1,16 @@
 """How accurate is the load-test harness? Its TTFT and TPOT against the mock's own server-side figures.
 
-The mock reports, for every streamed request, ``server_ttft_s`` (request received → first content token handed
-to the socket, its wall clock) and the simulated figures × ``time_scale``. The harness measures send → first
-content chunk parsed by the openai SDK. The difference is what the client adds (sending, HTTP, SSE parsing,
-event-loop delay): it should stay under 3 ms at P99, and output tokens must be exact.
+The mock reports, for every streamed request, ``server_ttft_s`` (its handler started → first content token
+handed to the socket) and the simulated figures × ``time_scale``. The harness measures request written to the
+socket → first content chunk read. The difference should stay under 3 ms at P99, and output tokens must be
+exact. Both sides also stamp absolute CLOCK_MONOTONIC times (shared by the processes of one Linux machine), so
+the error splits into the request path (client wrote the request → the mock's handler started: the server's
+event loop and HTTP parsing, which ``server_ttft_s`` cannot see) and the response path (the mock wrote the
+first token → the client read it: the client's event loop).
 
-The mock runs in a child process (as a real server would, on its own core and event loop).
+The mock runs in a child process (as a real server would, on its own core and event loop). ``runq`` is how
+long the client and the mock were ready to run but waited for a CPU (Linux ``/proc/PID/schedstat``): on a
+small shared machine the tail of the error follows it, not the harness.
 
     .venv/bin/python benchmarks/client_accuracy.py [--concurrency 1 16 64] [--time-scale 0.5]
 """
@@ -13,12 +18,37 @@ The mock runs in a child process (as a real server would, on its own core and ev
 from __future__ import annotations
 
 import argparse
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from helpers.bench import FewSamplesWarning, run_benchmark, synthetic_prompts
 from helpers.server.launcher import spawn_mock_server
+
+
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the threads of ``pid`` spent runnable but waiting for a CPU (0 where Linux cannot say)."""
+    total_ns = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total_ns += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_ns / 1e9
+
+
+def child_pids() -> list[int]:
+    """Processes whose parent is this one (the spawned mock)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                pids.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
 
 
 def measure(
@@ -48,6 +78,9 @@ def measure(
     )
     sim_tpot_s = np.array([t["tpot_s"] * t["time_scale"] for t in timing])
     ttft_err_ms = (ok["ttft_s"].to_numpy() - server_ttft_s) * 1000
+    sent = ok["sent_monotonic_s"].to_numpy()
+    request_ms = (np.array([t["received_monotonic_s"] for t in timing]) - sent) * 1000
+    response_ms = (sent + ok["ttft_s"].to_numpy() - [t["first_token_monotonic_s"] for t in timing]) * 1000
     tpot_err_ms = (ok["tpot_s"].to_numpy() - server_tpot_s) * 1000
     chunks = ok["itls_s"].map(len) + 1
     return {
@@ -57,6 +90,10 @@ def measure(
         "ttft_err_p50_ms": float(np.percentile(ttft_err_ms, 50)),
         "ttft_err_p99_ms": float(np.percentile(ttft_err_ms, 99)),
         "ttft_err_max_ms": float(ttft_err_ms.max()),
+        "request_p50_ms": float(np.percentile(request_ms, 50)),
+        "request_p99_ms": float(np.percentile(request_ms, 99)),
+        "response_p50_ms": float(np.percentile(response_ms, 50)),
+        "response_p99_ms": float(np.percentile(response_ms, 99)),
         "median_tpot_ms": float(ok["tpot_s"].median() * 1000),
         "tpot_err_p99_ms": float(np.percentile(np.abs(tpot_err_ms), 99)),
         "tpot_vs_sim_p99_pct": float(np.percentile(np.abs(ok["tpot_s"] / sim_tpot_s - 1), 99) * 100),
@@ -78,23 +115,33 @@ def main() -> None:
     args = parser.parse_args()
     header = (
         f"{'conc':>4} {'ok/fail':>8} {'TTFT p50':>9} {'err p50':>8} {'err p99':>8} {'err max':>8} "
+        f"{'req p50':>8} {'req p99':>8} {'resp p50':>8} {'resp p99':>8} {'runq ms':>13} "
         f"{'TPOT p50':>9} {'|err| p99':>9} {'vs sim p99':>10} tokens"
     )
     print(
         f"mock: config_b, a100-80gb, time_scale {args.time_scale}; {args.num_prompts} requests/level, "
-        f"{args.input_len} in / {args.output_len} out; errors = harness − server (ms)"
+        f"{args.input_len} in / {args.output_len} out; errors = harness − server (ms); req/resp = the error's "
+        "request and response paths; runq = client/mock time waiting for a CPU during the level"
     )
     print(header)
     with spawn_mock_server(
         "data/vllm/config_b.yaml", extra_args=["--time-scale", str(args.time_scale)]
     ) as server:
+        pids = [os.getpid(), *child_pids()]
         for level, concurrency in enumerate(args.concurrency):
+            runq_before = [runqueue_wait_s(pid) for pid in pids]
             r = measure(
                 server.base_url, concurrency, args.num_prompts, args.input_len, args.output_len, seed=level
             )
+            runq_ms = [
+                (runqueue_wait_s(pid) - before) * 1000 for pid, before in zip(pids, runq_before, strict=True)
+            ]
+            runq = "/".join(f"{ms:.0f}" for ms in runq_ms)
             print(
                 f"{concurrency:>4} {r['completed']:>4}/{r['failed']:<3} {r['median_ttft_ms']:>9.2f} "
                 f"{r['ttft_err_p50_ms']:>8.3f} {r['ttft_err_p99_ms']:>8.3f} {r['ttft_err_max_ms']:>8.3f} "
+                f"{r['request_p50_ms']:>8.3f} {r['request_p99_ms']:>8.3f} {r['response_p50_ms']:>8.3f} "
+                f"{r['response_p99_ms']:>8.3f} {runq:>13} "
                 f"{r['median_tpot_ms']:>9.3f} {r['tpot_err_p99_ms']:>9.3f} {r['tpot_vs_sim_p99_pct']:>9.1f}% "
                 f"{'exact' if r['tokens_exact'] else 'WRONG'}"
             )

@@ -135,7 +135,8 @@ def test_the_clock_starts_after_the_semaphore_so_client_queueing_is_not_ttft(ser
     df = result.requests
     # one at a time: each request waits for all before it, but its own TTFT stays that of an idle server
     assert df["queue_wait_s"].iloc[-1] > 4 * df["e2el_s"].median()
-    assert df["ttft_s"].max() < df["e2el_s"].median()
+    # had the clock started before the semaphore, the last TTFT would include its > 4 x e2el of queueing
+    assert df["ttft_s"].iloc[-1] < df["queue_wait_s"].iloc[-1] / 2
     assert (np.diff(df["start_s"]) > 0).all()
 
 

@@ -12,7 +12,9 @@ is a hidden client-side queue). Two modes, as vLLM's ``benchmarks/serve.py``:
 The clock of each request starts when it is sent, after it has got its slot; the wait for the slot is kept
 apart as ``queue_wait_s`` (starting the clock before the semaphore counts client queueing as server TTFT,
 vllm#54101). Warm-up requests open the connections and are left out of the figures. Every request ends as a
-record, failed or not, appended to ``save_jsonl`` as it finishes.
+record, failed or not, appended to ``save_jsonl`` as it finishes. During a run the objects that existed
+before it sit in the GC's permanent generation (``gc.freeze``): a full collection of a notebook's heap
+(pandas, the SDK...) would otherwise stop every stream for tens of milliseconds and show up as latency.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import math
 import time
 from collections.abc import Awaitable, Mapping, Sequence
@@ -110,6 +113,16 @@ async def _send_all(
     return time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def _frozen_heap() -> Any:
+    """Keep the collector off the objects that existed before the run, and give them back after it."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _progress_bar(total: int, progress: bool | None, description: str) -> Any:
     from tqdm.auto import tqdm
 
@@ -178,6 +191,7 @@ async def arun_benchmark(
         bar = _progress_bar(len(prompts), progress, f"concurrency {concurrency or 'inf'}")
         with contextlib.ExitStack() as stack:
             stack.callback(bar.close)
+            stack.enter_context(_frozen_heap())
             file = stack.enter_context(open(save_jsonl, "a", encoding="utf-8")) if save_jsonl else None
 
             def on_done(result: RequestResult) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.server.textgen import text_of_length
-from helpers.server.tokenizer import count_tokens, encode_chat, split_pieces
+from helpers.server.tokenizer import count_tokens, encode_chat
 
 _INPUT_KEYS = ("prompt_tokens", "input_len", "input_tokens")
 _OUTPUT_KEYS = ("output_tokens", "output_len", "completion_tokens")
@@ -60,7 +60,7 @@ def _header(seed: int, index: int) -> str:
 
 
 def _text(num_tokens: int, seed: int, index: int) -> str:
-    """``num_tokens`` tokens of on-topic text that starts with the unique header (exact count checked)."""
+    """Exactly ``num_tokens`` tokens: the unique header (it ends in a newline), then on-topic text."""
     header = _header(seed, index)
     body_tokens = num_tokens - count_tokens(header)
     if body_tokens < 1:
@@ -68,12 +68,7 @@ def _text(num_tokens: int, seed: int, index: int) -> str:
             f"a prompt needs at least {count_tokens(header) + 1} tokens of text to stay unique; "
             f"got {num_tokens}: raise input_len"
         )
-    # Re-split and cut: text_of_length's first word can re-tokenize differently once its space is stripped.
-    pieces = split_pieces(text_of_length(body_tokens + 8, seed=derive_seed(seed, "text", index)))
-    text = header + "".join(pieces[:body_tokens])
-    if count_tokens(text) != num_tokens:  # the header/body boundary merged: a bug here, not the caller's
-        raise AssertionError(f"synthetic text has {count_tokens(text)} tokens, wanted {num_tokens}")
-    return text
+    return header + text_of_length(body_tokens, seed=derive_seed(seed, "text", index))
 
 
 def _template_tokens(roles: Sequence[str]) -> int:

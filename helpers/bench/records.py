@@ -34,6 +34,8 @@ class RequestResult:
     ``queue_wait_s`` is the time spent waiting for a free concurrency slot on the client: it is not part of
     TTFT, which starts when the request is sent. ``server_timing`` is the mock's ``timing`` field (None
     elsewhere); ``cached_tokens`` is ``usage.prompt_tokens_details.cached_tokens`` when the server sends it.
+    ``sent_monotonic_s`` is ``time.perf_counter()`` when the request was sent (comparable with the mock's
+    ``timing["received_monotonic_s"]`` on the same Linux machine).
     """
 
     index: int
@@ -53,6 +55,7 @@ class RequestResult:
     error_kind: str | None = None
     error: str | None = None
     server_timing: Mapping[str, Any] | None = None
+    sent_monotonic_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)

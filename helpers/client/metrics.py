@@ -9,7 +9,7 @@ models TTFT counts the first generated token of either kind (``delta.reasoning_c
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -41,7 +41,15 @@ class NoTokensError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class RequestMetrics:
-    """Timings (seconds since the request was sent), token counts and text of one streamed request."""
+    """Timings (seconds since the request was sent), token counts and text of one streamed request.
+
+    ``sent_monotonic_s`` is ``time.perf_counter()`` when the clock started (on Linux CLOCK_MONOTONIC, shared
+    by every process of the machine: comparable with the mock's ``*_monotonic_s`` stamps). ``send_wait_s``
+    is the time from the call to that moment (building the request, waiting for a pooled connection or a
+    busy event loop), which TTFT leaves out; None when the client could not say (the clock then started at
+    the call). ``cached_prompt_tokens`` is ``usage.prompt_tokens_details.cached_tokens`` (prefix-cache
+    hits) and ``server_timing`` the mock's extra ``timing`` field, when the server sends them.
+    """
 
     ttft_s: float
     ttft_basis: Literal["content", "reasoning"]
@@ -61,6 +69,10 @@ class RequestMetrics:
     model: str | None
     text: str
     reasoning_text: str = ""
+    cached_prompt_tokens: int | None = None
+    server_timing: Mapping[str, Any] | None = field(default=None, compare=False)
+    sent_monotonic_s: float | None = None
+    send_wait_s: float | None = None
     trace: tuple[ChunkEvent, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -99,7 +111,13 @@ class RequestMetrics:
         """A flat dict for ``pandas.DataFrame`` rows (the per-chunk trace is left out)."""
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
         row["itl_s"] = list(self.itl_s)
+        row["server_timing"] = None if self.server_timing is None else dict(self.server_timing)
         return row
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a parsed JSON object or ``obj.name`` of an SDK model; None if absent."""
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
 def metrics_from_trace(
@@ -109,8 +127,12 @@ def metrics_from_trace(
     headers_s: float | None = None,
     stream_end_s: float | None = None,
     model: str | None = None,
+    server_timing: Mapping[str, Any] | None = None,
+    sent_monotonic_s: float | None = None,
+    send_wait_s: float | None = None,
 ) -> RequestMetrics:
-    """Build ``RequestMetrics`` from the chunks of one stream and the server's ``usage`` (if it sent one)."""
+    """Build ``RequestMetrics`` from the chunks of one stream and the server's ``usage`` (if it sent one,
+    as parsed JSON or as the SDK's model)."""
     text_events = [event for event in trace if event.carries_text]
     if not text_events:
         missing = sum(event.n_choices is None for event in trace)
@@ -124,7 +146,7 @@ def metrics_from_trace(
     first_reasoning = next((e.t_s for e in text_events if e.reasoning), None)
     ttft_s = text_events[0].t_s
     e2e_s = text_events[-1].t_s
-    completion_tokens = getattr(usage, "completion_tokens", None)
+    completion_tokens = _field(usage, "completion_tokens")
     usage_from_server = completion_tokens is not None
     if not usage_from_server:
         completion_tokens = len(text_events)
@@ -142,7 +164,7 @@ def metrics_from_trace(
         stream_end_s=trace[-1].t_s if stream_end_s is None else stream_end_s,
         tpot_s=tpot_s,
         itl_s=tuple(later - earlier for earlier, later in zip(times, times[1:], strict=False)),
-        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        prompt_tokens=_field(usage, "prompt_tokens"),
         completion_tokens=completion_tokens,
         usage_from_server=usage_from_server,
         text_chunks=len(text_events),
@@ -150,5 +172,9 @@ def metrics_from_trace(
         model=model,
         text="".join(event.content for event in trace),
         reasoning_text="".join(event.reasoning for event in trace),
+        cached_prompt_tokens=_field(_field(usage, "prompt_tokens_details"), "cached_tokens"),
+        server_timing=server_timing,
+        sent_monotonic_s=sent_monotonic_s,
+        send_wait_s=send_wait_s,
         trace=tuple(trace),
     )

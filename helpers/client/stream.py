@@ -1,70 +1,119 @@
 """One streamed chat request → ``RequestMetrics`` (notebook 04 §2 "正确的测法"; the load tests of notebook
-05).
+06).
 
-The clock starts just before ``create()`` sends the request and every chunk is stamped as the SDK yields it.
-The sync and async variants share ``_Recorder``; only the loop differs. ``stream_options.include_usage`` asks
-the server for the exact token counts (the usage chunk has ``choices == []``).
+The clock starts when the HTTP layer starts sending the request (``helpers.client.sendclock``), not when
+``create()`` is called. The stream is read through the SDK's raw streaming response: each SSE line is stamped
+as it arrives and only parsed after the stream has ended, so parsing one chunk never delays the stamp of the
+next (the SDK's typed chunks cost a pydantic model per chunk, and a load test's event loop serves every
+stream at once). The sync and async variants share ``_Recorder``; only the loop differs.
+``stream_options.include_usage`` asks the server for the exact token counts (the usage chunk has
+``choices == []``). Errors are the SDK's: ``openai.APIStatusError`` when the server refuses the request,
+``openai.APIError`` for an ``{"error": ...}`` event inside the stream, ``openai.APIConnectionError`` /
+``APITimeoutError`` when the connection breaks or stalls mid-stream (from the HTTP layer's error, as the SDK's
+own stream does).
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import openai
 
 from .metrics import ChunkEvent, RequestMetrics, metrics_from_trace
+from .sendclock import expect_send
 
 
-def _delta_text(delta: Any, name: str) -> str:
-    value = getattr(delta, name, None)
+def _text(delta: dict, name: str) -> str:
+    value = delta.get(name)
     return value if isinstance(value, str) else ""
 
 
+def _event(t_s: float, chunk: dict) -> ChunkEvent:
+    usage = chunk.get("usage") is not None
+    choices = chunk.get("choices")
+    if not choices:
+        return ChunkEvent(t_s, n_choices=None if choices is None else 0, has_usage=usage)
+    choice = choices[0]
+    delta = choice.get("delta") or {}
+    return ChunkEvent(
+        t_s,
+        content=_text(delta, "content"),
+        reasoning=_text(delta, "reasoning_content") or _text(delta, "reasoning"),
+        role=delta.get("role"),
+        finish_reason=choice.get("finish_reason"),
+        n_choices=len(choices),
+        has_usage=usage,
+    )
+
+
+def _sse_data(lines: Sequence[tuple[float, str]]) -> Iterator[tuple[float, str]]:
+    """``(arrival time, data)`` of each SSE event, stamped when its closing blank line arrived."""
+    data: list[str] = []
+    for t_s, line in [*lines, (lines[-1][0] if lines else 0.0, "")]:
+        if not line:
+            if data:
+                yield t_s, "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+        # other fields (event:, id:, retry:) and comments (": ping") carry no chunk
+
+
+@contextlib.contextmanager
+def _sdk_errors(request: Any) -> Iterator[None]:
+    """Raise the HTTP layer's errors while reading the stream as the SDK's (httpx and httpx2 alike)."""
+    try:
+        yield
+    except Exception as exc:
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "TimeoutException" in names:
+            raise openai.APITimeoutError(request=request) from exc
+        if "RequestError" in names:
+            raise openai.APIConnectionError(request=request) from exc
+        raise
+
+
 class _Recorder:
-    """Stamps chunks as they arrive and turns them into metrics when the stream ends."""
+    """Stamps SSE lines as they arrive and turns them into metrics when the stream ends."""
 
     def __init__(self) -> None:
-        self.events: list[ChunkEvent] = []
-        self.usage: Any = None
-        self.model: str | None = None
-        self.headers_s: float | None = None
-        self.t0 = time.perf_counter()
+        self.called_s = time.perf_counter()
+        self._send = expect_send()
+        self.headers_at_s: float | None = None
+        self.lines: list[tuple[float, str]] = []
 
     def opened(self) -> None:
-        """``create()`` returned: the response headers have arrived."""
-        self.headers_s = time.perf_counter() - self.t0
+        """The response headers have arrived (status 200: the SDK raised on anything else)."""
+        self.headers_at_s = time.perf_counter()
 
-    def add(self, chunk: Any) -> None:
-        t_s = time.perf_counter() - self.t0
-        self.model = getattr(chunk, "model", None) or self.model
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            self.usage = usage
-        choices = getattr(chunk, "choices", None)
-        if not choices:
-            n_choices = None if choices is None else 0
-            self.events.append(ChunkEvent(t_s, n_choices=n_choices, has_usage=usage is not None))
-            return
-        choice = choices[0]
-        delta = getattr(choice, "delta", None)
-        reasoning = _delta_text(delta, "reasoning_content") or _delta_text(delta, "reasoning")
-        self.events.append(
-            ChunkEvent(
-                t_s,
-                content=_delta_text(delta, "content"),
-                reasoning=reasoning,
-                role=getattr(delta, "role", None),
-                finish_reason=getattr(choice, "finish_reason", None),
-                n_choices=len(choices),
-                has_usage=usage is not None,
-            )
-        )
-
-    def finish(self) -> RequestMetrics:
-        end_s = time.perf_counter() - self.t0
+    def finish(self, request: Any) -> RequestMetrics:
+        end_s = time.perf_counter()
+        t0 = self._send.sent_s if self._send.sent_s is not None else self.called_s
+        events, usage, model, timing = [], None, None, None
+        for t_s, data in _sse_data(self.lines):
+            if data.startswith("[DONE]"):
+                break
+            chunk = json.loads(data)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                error = chunk["error"]
+                message = error.get("message") if isinstance(error, dict) else str(error)
+                raise openai.APIError(message or "error event in the stream", request, body=error)
+            model = chunk.get("model") or model
+            usage = chunk.get("usage") or usage
+            timing = chunk.get("timing") or timing
+            events.append(_event(t_s - t0, chunk))
         return metrics_from_trace(
-            self.events, usage=self.usage, headers_s=self.headers_s, stream_end_s=end_s, model=self.model
+            events,
+            usage=usage,
+            headers_s=None if self.headers_at_s is None else self.headers_at_s - t0,
+            stream_end_s=end_s - t0,
+            model=model,
+            server_timing=timing,
+            sent_monotonic_s=t0,
+            send_wait_s=None if self._send.sent_s is None else self._send.sent_s - self.called_s,
         )
 
 
@@ -88,21 +137,20 @@ def stream_once(
     **extra: Any,
 ) -> RequestMetrics:
     """Send one streaming chat request and measure it; ``extra`` goes to ``create()`` (temperature,
-    extra_headers...).
+    extra_headers, extra_body...).
 
     Errors propagate (``openai.APIStatusError``, ``openai.APIConnectionError``, a mid-stream disconnect,
     ``NoTokensError`` when no text arrived): pass them to ``diagnose``.
     """
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
-    stream = client.chat.completions.create(**kwargs)
-    recorder.opened()
-    try:
-        for chunk in stream:
-            recorder.add(chunk)
-        return recorder.finish()
-    finally:
-        stream.close()
+    with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+        recorder.opened()
+        lines = recorder.lines
+        with _sdk_errors(response.http_request):
+            for line in response.iter_lines():
+                lines.append((time.perf_counter(), line))
+        return recorder.finish(response.http_request)
 
 
 async def astream_once(
@@ -117,11 +165,10 @@ async def astream_once(
     """The asyncio twin of ``stream_once`` for concurrent load tests (same arguments, same metrics)."""
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
-    stream = await client.chat.completions.create(**kwargs)
-    recorder.opened()
-    try:
-        async for chunk in stream:
-            recorder.add(chunk)
-        return recorder.finish()
-    finally:
-        await stream.close()
+    async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+        recorder.opened()
+        lines = recorder.lines
+        with _sdk_errors(response.http_request):
+            async for line in response.iter_lines():
+                lines.append((time.perf_counter(), line))
+        return recorder.finish(response.http_request)

@@ -125,9 +125,12 @@ def _sentences(rng: random.Random, bank: tuple[tuple[str, ...], ...], min_tokens
         if not order:
             order = list(range(len(bank)))
             rng.shuffle(order)
-        pieces.extend(bank[order.pop()])
-    if pieces and len(pieces[0]) > 1 and pieces[0].startswith(" "):
-        pieces[0] = pieces[0][1:]  # a reply does not start with a space
+        sentence = bank[order.pop()]
+        if not pieces and sentence[0].startswith(" "):
+            # A reply does not start with a space. Re-split the sentence without it: stripping the first
+            # piece alone could leave two pieces that the tokenizer now reads as one (" Prefil" "l").
+            sentence = tuple(split_pieces("".join(sentence)[1:]))
+        pieces.extend(sentence)
     return pieces
 
 
