@@ -78,3 +78,9 @@ _export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace",
 _export("engine.sweep", "concurrency_sweep", "article_format")
 _export("plots.engine", "plot_timeline", "plot_block_table", "plot_prefix_hit_rate", "plot_itl_tail",
         "plot_kv_pressure", "plot_concurrency_sweep")
+_export("client.prom", "Sample", "parse_metrics", "metric_value", "vllm_snapshot", "scrape_metrics",
+        "MetricsPoller")
+_export("config_ab", "article_table", "as_article_table", "compare_with_article", "feature_ladder")
+_export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound", "log_prompts")
+_export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
+_export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")
