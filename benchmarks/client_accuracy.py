@@ -120,8 +120,9 @@ def main() -> None:
     )
     print(
         f"mock: config_b, a100-80gb, time_scale {args.time_scale}; {args.num_prompts} requests/level, "
-        f"{args.input_len} in / {args.output_len} out; errors = harness − server (ms); req/resp = the error's "
-        "request and response paths; runq = client/mock time waiting for a CPU during the level"
+        f"{args.input_len} in / {args.output_len} out; errors = harness − server (ms); "
+        "req/resp = the error's request and response paths; runq = client/mock time waiting for a CPU "
+        "during the level"
     )
     print(header)
     with spawn_mock_server(

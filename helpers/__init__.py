@@ -57,30 +57,32 @@ _export("server.launcher", "start_mock_server", "spawn_mock_server", "MockServer
 _export("server.app", "create_app")
 _export("server.tokenizer", "count_tokens", "encode_chat")
 _export("server.textgen", "text_of_length")
-_export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling", "prefill_time_floor_s",
-        "decode_compute_bound_batch_size")
+_export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling",
+        "prefill_time_floor_s", "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
 _export("engine.simulate", "simulate", "SimulationResult")
 _export("metrics", "summarize")
 _export("client.backend", "get_backend")
 _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarning", "synthetic_prompts",
-        "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep", "load_jsonl",
-        "summarize_results", "to_simulated", "arrival_times_s")
-_export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency", "plot_latency_throughput")
+        "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
+        "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s")
+_export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
+        "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
-_export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttft_vs_prompt_length", "prefill_fit",
-        "tps_vs_max_tokens")
+_export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttft_vs_prompt_length",
+        "prefill_fit", "tps_vs_max_tokens")
 _export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_tps_vs_max_tokens",
         "plot_ttft_bars")
 _export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url")
 _export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok")
 _export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace", "BlockSnapshot")
-_export("engine.sweep", "concurrency_sweep", "article_format")
+_export("engine.sweep", "concurrency_sweep")
 _export("plots.engine", "plot_timeline", "plot_block_table", "plot_prefix_hit_rate", "plot_itl_tail",
         "plot_kv_pressure", "plot_concurrency_sweep")
 _export("client.prom", "Sample", "parse_metrics", "metric_value", "vllm_snapshot", "scrape_metrics",
         "MetricsPoller")
-_export("config_ab", "article_table", "as_article_table", "compare_with_article", "feature_ladder")
+_export("config_ab", "article_table", "article_sweep", "as_article_table", "compare_with_article",
+        "feature_ladder")
 _export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound", "log_prompts")
 _export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
 _export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")

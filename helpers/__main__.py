@@ -1,4 +1,4 @@
-"""Command line: ``python -m helpers {kv,simulate,serve,bench} ...``.
+"""Command line: ``python -m helpers {kv,serve,simulate,bench,vllm} ...`` (the README's commands).
 
 Each sub-command lives in ``helpers/cli/<name>.py`` with ``add_arguments(parser)``
 and ``run(args) -> int``. Bad arguments exit with code 2 and a clear message.

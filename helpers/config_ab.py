@@ -1,9 +1,13 @@
-"""Config A vs config B: the article's table, our sweeps in its format, one feature at a time (notebook 06).
+"""Config A vs config B: the article's table, our sweeps in its format, one feature at a time
+(notebook 05 §6 "A/B 扫描", simulated; notebook 06, measured over HTTP).
+
+The one home of the article's numbers and of its table format:
 
 - ``ARTICLE_AB`` / ``article_table()``: the table of seeds/000 §4.2 ("4090 单卡、13B 模型、输入约 1024 Token、
-  输出 256 Token"), as printed there.
-- ``as_article_table``: a sweep with vLLM's keys (``helpers.sweep`` or ``simulate`` summaries) in the format
-  the article's script prints: 并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99 (ms, output throughput).
+  输出 256 Token"), as printed there; ``article_sweep()``: the same numbers as sweep rows with vLLM's keys.
+- ``as_article_table``: a sweep with vLLM's keys (``helpers.sweep``, ``concurrency_sweep`` or ``simulate``
+  summaries) in the format the article's script prints: 并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99 (ms, output
+  throughput).
 - ``compare_with_article``: our columns beside the article's, one row per concurrency.
 - ``feature_ladder``: configs that turn B's features on one at a time, starting from A.
 """
@@ -23,7 +27,6 @@ ARTICLE_AB: tuple[tuple[int, int, int, int, int], ...] = (
     (16, 58, 210, 3800, 950),
     (32, 61, 245, 6200, 1400),
 )
-ARTICLE_SETUP = {"gpu": "rtx-4090", "model": "llama-2-13b", "input_len": 1024, "output_len": 256}
 
 
 def article_table() -> pd.DataFrame:
@@ -33,11 +36,30 @@ def article_table() -> pd.DataFrame:
     ).set_index("并发")
 
 
-def as_article_table(sweep: pd.DataFrame) -> pd.DataFrame:
-    """One sweep (vLLM keys, one row per concurrency) as 并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99 (ms)."""
+def article_sweep() -> pd.DataFrame:
+    """The article's table as sweep rows with vLLM's keys: config, max_concurrency, output_throughput,
+    p99_ttft_ms (the article gives no P50), e.g. for ``plot_concurrency_sweep``."""
+    rows = [(name, concurrency, throughput, ttft_p99_ms)
+            for concurrency, a_tps, b_tps, a_p99, b_p99 in ARTICLE_AB
+            for name, throughput, ttft_p99_ms in (("A", a_tps, a_p99), ("B", b_tps, b_p99))]
+    table = pd.DataFrame(rows, columns=["config", "max_concurrency", "output_throughput", "p99_ttft_ms"])
+    return table.sort_values(["config", "max_concurrency"], ignore_index=True)
+
+
+def as_article_table(sweep: pd.DataFrame, config: str | None = None) -> pd.DataFrame:
+    """One sweep (vLLM keys, one row per concurrency) as 并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99 (ms).
+
+    ``config`` picks one configuration's rows from a sweep of several (its ``config`` column).
+    """
     missing = {"max_concurrency", "output_throughput", "median_ttft_ms", "p99_ttft_ms"} - set(sweep.columns)
     if missing:
-        raise KeyError(f"the sweep lacks {sorted(missing)}: pass a table from helpers.sweep (vLLM's keys)")
+        raise KeyError(f"the sweep lacks {sorted(missing)}: pass a table from helpers.sweep or "
+                       "concurrency_sweep (vLLM's keys)")
+    if config is not None:
+        chosen = sweep[sweep["config"] == config]
+        if chosen.empty:
+            raise KeyError(f"no rows for config {config!r}; the sweep has {sorted(set(sweep['config']))}")
+        sweep = chosen
     rows = sweep.sort_values("max_concurrency")
     return pd.DataFrame({
         "并发": rows["max_concurrency"].astype(int).to_numpy(),

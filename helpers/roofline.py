@@ -87,13 +87,22 @@ class StepCostModel:
 
     def cost(self, new_tokens: np.ndarray, context: np.ndarray) -> StepCost:
         """Cost of one step whose items have ``new_tokens[i]`` new tokens after ``context[i]`` cached ones."""
-        n = np.asarray(new_tokens, dtype=float)
-        c = np.asarray(context, dtype=float)
+        n = np.asarray(new_tokens)
+        c = np.asarray(context)
         total = float(n.sum())
         if total == 0:
             return StepCost(0.0, 0.0, 0.0, 0.0, 0.0)
-        attn = float((n * self.effective_context(c + n / 2)).sum())
-        kv_tokens = float((self.effective_context(c) + n).sum())
+        if self.sliding_window and self.sliding_fraction:
+            n, c = n.astype(float), c.astype(float)
+            attn = float((n * self.effective_context(c + n / 2)).sum())
+            kv_tokens = float((self.effective_context(c) + n).sum())
+        else:  # Σ n·(c + n/2) = n·c + n·n/2 and Σ (c + n): whole token counts, so the sums are exact
+            attn = float(n @ c) + float(n @ n) / 2
+            kv_tokens = float(c.sum()) + total
+        return self._price(total, attn, kv_tokens)
+
+    def _price(self, total: float, attn: float, kv_tokens: float) -> StepCost:
+        """The step cost from its token sums: new tokens, Σ n·(c_eff + n/2) and Σ (c_eff + n)."""
         flops = self.flops_per_token * total + self.attn_flops_per_token_ctx * attn
         memory = float(self.weight_bytes(total)) + self.kv_bytes_per_token * kv_tokens
         return StepCost(flops, memory, flops / self.flops_per_s, memory / self.bytes_per_s, self.overhead_s)
@@ -101,10 +110,16 @@ class StepCostModel:
     def decode_times_s(self, context: np.ndarray, num_steps: int) -> np.ndarray:
         """Seconds of ``num_steps`` consecutive decode steps of the batch whose contexts start at ``context``
         (every member gains one token per step). Same formula as ``cost``, vectorised over steps."""
-        c = np.asarray(context, dtype=float)[None, :] + np.arange(num_steps, dtype=float)[:, None]
-        batch = c.shape[1]
-        attn = self.effective_context(c + 0.5).sum(axis=1)
-        kv_tokens = (self.effective_context(c) + 1.0).sum(axis=1)
+        batch = len(context)
+        if self.sliding_window and self.sliding_fraction:
+            c = np.asarray(context, dtype=float)[None, :] + np.arange(num_steps, dtype=float)[:, None]
+            attn = self.effective_context(c + 0.5).sum(axis=1)
+            kv_tokens = (self.effective_context(c) + 1.0).sum(axis=1)
+        else:  # step j: Σ (c + j + 1/2) and Σ (c + j + 1), exact sums of whole and half tokens
+            step = np.arange(num_steps, dtype=float)
+            context_sum = float(np.sum(context))
+            attn = context_sum + batch * (step + 0.5)
+            kv_tokens = context_sum + batch * (step + 1.0)
         flops = self.flops_per_token * batch + self.attn_flops_per_token_ctx * attn
         memory = self.weight_bytes(float(batch)) + self.kv_bytes_per_token * kv_tokens
         return self.overhead_s + np.maximum(flops / self.flops_per_s, memory / self.bytes_per_s)
@@ -152,7 +167,8 @@ def cost_model(model: ModelSpec | str, gpu: GPUSpec | str, *, weight_dtype: str 
 
 def step_time(model: ModelSpec | str, gpu: GPUSpec | str, items: Iterable[tuple[int, int]], *,
               weight_dtype: str = "fp16", kv_dtype: str = "fp16", mfu: float = DEFAULT_MFU,
-              mbu: float = DEFAULT_MBU, overhead_s: float = DEFAULT_OVERHEAD_S, tensor_parallel_size: int = 1) -> StepCost:
+              mbu: float = DEFAULT_MBU, overhead_s: float = DEFAULT_OVERHEAD_S,
+              tensor_parallel_size: int = 1) -> StepCost:
     """Cost of one engine step running ``items`` = [(new_tokens, cached_context), ...] (notebook 05 §1).
 
     >>> step_time(llama13b, a100, [(1024, 0)] + [(1, 1500)] * 31)   # one prefill + 31 decodes

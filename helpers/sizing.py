@@ -30,7 +30,8 @@ def kv_demand_tokens(
     tokens_per_request: Sequence[int] | np.ndarray, concurrency: int, *, quantile: float = 0.99,
     draws: int = 4000, seed: int = 0,
 ) -> int:
-    """KV tokens ``concurrency`` simultaneous requests need, at ``quantile`` over random draws from the log."""
+    """KV tokens ``concurrency`` simultaneous requests need, at ``quantile`` over random draws from the
+    log."""
     if concurrency < 1 or not 0 < quantile <= 1:
         raise ValueError(f"need concurrency >= 1 and 0 < quantile <= 1, got {concurrency} and {quantile}")
     tokens = np.asarray(tokens_per_request)

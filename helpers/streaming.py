@@ -2,12 +2,11 @@
 
 Each sweep sends ordinary streamed chat requests through ``stream_once`` and returns a ``pandas.DataFrame``,
 one row per request, so the notebook can show, plot and check the numbers. Every prompt starts with a random
-tag (``unique_prompt``): a prompt that shares its beginning with an earlier one hits the prefix cache and its
-TTFT says nothing about prefill (the pitfall of vllm#52884, and of "run the same prompt three times").
+header (``unique_prompt``): a prompt that shares its beginning with an earlier one hits the prefix cache and
+its TTFT says nothing about prefill (the pitfall of vllm#52884, and of "run the same prompt three times").
 """
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,18 +14,19 @@ import numpy as np
 import openai
 import pandas as pd
 
+from helpers.bench.prompts import new_seed, unique_text
 from helpers.client.metrics import RequestMetrics
 from helpers.client.naive import naive_measure
 from helpers.client.stream import stream_once
-from helpers.server.textgen import text_of_length
 
 
-def unique_prompt(num_tokens: int, *, chinese: bool = False, seed: int = 0) -> str:
-    """About ``num_tokens`` tokens of on-topic text behind a random tag: no earlier prompt shares its prefix.
+def unique_prompt(num_tokens: int, *, chinese: bool = False, seed: int | None = None) -> str:
+    """Exactly ``num_tokens`` tokens of on-topic text behind a header drawn from a fresh random seed, so no
+    earlier prompt shares its prefix (notebook 04 §4-5); ``seed`` repeats one prompt exactly.
 
-    The tag adds a few tokens; the server's ``usage.prompt_tokens`` is the count to plot (notebook 04 §5).
+    The text is ``helpers.bench.prompts.unique_text``, the load tests' prompt text.
     """
-    return f"[{uuid.uuid4().hex[:12]}] " + text_of_length(num_tokens, seed=seed, chinese=chinese)
+    return unique_text(num_tokens, new_seed() if seed is None else seed, chinese=chinese)
 
 
 def user_message(text: str) -> list[dict[str, str]]:
@@ -78,7 +78,7 @@ def ttft_vs_prompt_length(
     rows = []
     for repeat in range(repeats):
         for target in prompt_tokens:
-            messages = user_message(unique_prompt(target, seed=repeat))
+            messages = user_message(unique_prompt(target))
             run = stream_once(client, model, messages, max_tokens, **extra)
             rows.append({"target_tokens": target, "prompt_tokens": run.prompt_tokens,
                          "ttft_ms": run.ttft_s * 1000, "repeat": repeat})

@@ -7,7 +7,13 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.config_ab import as_article_table, article_table, compare_with_article, feature_ladder
+from helpers.config_ab import (
+    article_sweep,
+    article_table,
+    as_article_table,
+    compare_with_article,
+    feature_ladder,
+)
 from helpers.engine.config import EngineConfig
 
 
@@ -24,6 +30,15 @@ def test_article_table_agrees_with_the_articles_own_prose() -> None:
     # "并发 16 路时，配置 B 的吞吐是配置 A 的 3.6 倍，TTFT_P99 从 3.8 秒降到 950 毫秒"
     assert round(at16["B 吞吐 tokens/s"] / at16["A 吞吐 tokens/s"], 1) == 3.6
     assert (at16["A TTFT_P99 ms"], at16["B TTFT_P99 ms"]) == (3800, 950)
+
+
+def test_article_sweep_holds_the_tables_numbers_under_vllm_keys() -> None:
+    rows = article_sweep().set_index(["config", "max_concurrency"])
+    table = article_table()
+    for name in ("A", "B"):
+        assert rows.loc[name, "output_throughput"].tolist() == table[f"{name} 吞吐 tokens/s"].tolist()
+        assert rows.loc[name, "p99_ttft_ms"].tolist() == table[f"{name} TTFT_P99 ms"].tolist()
+        assert rows.loc[name].index.tolist() == table.index.tolist()
 
 
 def test_a_sweep_prints_sorted_in_the_articles_columns() -> None:
@@ -56,6 +71,7 @@ def test_ladder_turns_on_one_feature_per_rung_and_reaches_b() -> None:
     b = EngineConfig.from_yaml("data/vllm/config_b.yaml")
     rungs = list(feature_ladder(a, b).values())
     assert rungs[0] is a and simulated(rungs[3]) == simulated(b)
-    changed = [{k for k in simulated(a) if simulated(x)[k] != simulated(y)[k]} for x, y in zip(rungs, rungs[1:])]
+    changed = [{k for k in simulated(a) if simulated(x)[k] != simulated(y)[k]}
+               for x, y in zip(rungs, rungs[1:])]
     assert changed[1:] == [{"enable_prefix_caching"}, {"enable_chunked_prefill"}, {"max_num_batched_tokens"}]
     assert "max_num_seqs" in changed[0] and rungs[4].max_num_batched_tokens == 512

@@ -4,8 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.config_ab import as_article_table
 from helpers.engine import EngineConfig, Request
-from helpers.engine.sweep import article_format, concurrency_sweep
+from helpers.engine.sweep import concurrency_sweep
 from helpers.engine.trace import block_snapshot, timeline, trace_requests
 
 GPU = "a100-80gb"
@@ -68,19 +69,20 @@ def test_block_snapshot_shows_a_shared_prefix_once():
         assert len(table) == -(-snap.tokens[rid] // 16) or len(table) == -(-(snap.tokens[rid] + 1) // 16)
 
 
-def test_sweep_rows_and_article_format():
+def test_sweep_rows_print_in_the_articles_format():
     a = CONFIG_B.replace(max_num_seqs=1, enable_chunked_prefill=False, enable_prefix_caching=False)
     sweep = concurrency_sweep({"A": a, "B": CONFIG_B}, GPU, [1, 4], num_prompts=8, input_len=256,
                               output_len=32)
     assert len(sweep) == 4 and (sweep["completed"] == 8).all()
-    b = sweep.set_index(["config", "concurrency"])
+    b = sweep.set_index(["config", "max_concurrency"])
     assert b.loc[("B", 4), "output_throughput"] > 2 * b.loc[("A", 4), "output_throughput"]
     single = b.loc[("B", 1), "output_throughput"]
     assert b.loc[("A", 1), "output_throughput"] == pytest.approx(single, rel=0.05)
-    table = article_format(sweep, "B")
-    assert list(table.columns) == ["并发", "吞吐 tokens/s", "TTFT_P50 ms", "TTFT_P99 ms"]
-    assert table["并发"].tolist() == [1, 4]
-    p99 = sweep[sweep["config"] == "B"]["ttft_p99_ms"]
+    table = as_article_table(sweep, "B")
+    assert table.index.name == "并发"
+    assert list(table.columns) == ["吞吐 tokens/s", "TTFT_P50 ms", "TTFT_P99 ms"]
+    assert table.index.tolist() == [1, 4]
+    p99 = sweep[sweep["config"] == "B"]["p99_ttft_ms"]
     assert table["TTFT_P99 ms"].tolist() == p99.round().astype(int).tolist()
     with pytest.raises(KeyError, match="C"):
-        article_format(sweep, "C")
+        as_article_table(sweep, "C")

@@ -12,7 +12,8 @@ def test_notebook_is_committed_without_outputs(path: Path) -> None:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     dirty = [i for i, c in enumerate(cells)
              if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count") is not None)]
-    assert not dirty, f"{path.name}: cells {dirty} have outputs; clear them (Kernel > Restart & Clear Outputs)"
+    assert not dirty, (f"{path.name}: cells {dirty} have outputs; "
+                       "clear them (Kernel > Restart & Clear Outputs)")
 
 
 def test_every_notebook_is_numbered_and_ordered() -> None:

@@ -7,8 +7,14 @@ import pandas as pd
 from helpers.engine import EngineConfig, Request
 from helpers.engine.simulate import simulate
 from helpers.engine.trace import block_snapshot, timeline, trace_requests
-from helpers.plots.engine import (plot_block_table, plot_concurrency_sweep, plot_itl_tail, plot_kv_pressure,
-                                  plot_prefix_hit_rate, plot_timeline)
+from helpers.plots.engine import (
+    plot_block_table,
+    plot_concurrency_sweep,
+    plot_itl_tail,
+    plot_kv_pressure,
+    plot_prefix_hit_rate,
+    plot_timeline,
+)
 
 GPU = "a100-80gb"
 CONFIG_B = EngineConfig.from_yaml(Path(__file__).resolve().parent.parent / "data" / "vllm" / "config_b.yaml")
@@ -47,11 +53,11 @@ def test_line_figures_plot_their_inputs():
     run = simulate(CONFIG_B, GPU, num_prompts=6, input_len=64, output_len=8, concurrency=2)
     fig = plot_kv_pressure({"run": run.timeseries})
     assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 1
-    sweep = pd.DataFrame({"config": ["A", "A", "B", "B"], "concurrency": [1, 2, 1, 2],
-                          "output_throughput": [10, 10, 10, 19], "ttft_p50_ms": [1, 5, 1, 2],
-                          "ttft_p99_ms": [1, 9, 1, 3]})
-    article = pd.DataFrame({"config": ["B"], "concurrency": [2], "output_throughput": [15],
-                            "ttft_p99_ms": [2]})
+    sweep = pd.DataFrame({"config": ["A", "A", "B", "B"], "max_concurrency": [1, 2, 1, 2],
+                          "output_throughput": [10, 10, 10, 19], "median_ttft_ms": [1, 5, 1, 2],
+                          "p99_ttft_ms": [1, 9, 1, 3]})
+    article = pd.DataFrame({"config": ["B"], "max_concurrency": [2], "output_throughput": [15],
+                            "p99_ttft_ms": [2]})
     fig = plot_concurrency_sweep(sweep, article)
     labels = [line.get_label() for line in fig.axes[0].lines]
     assert labels == ["A (simulated)", "B (simulated)", "B (article)"]

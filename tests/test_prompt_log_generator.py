@@ -1,4 +1,5 @@
-"""The sample request log is reproducible: same seed, same bytes; the committed file is the generator's output."""
+"""The sample request log is reproducible: same seed, same bytes; the committed file is the generator's
+output."""
 from __future__ import annotations
 
 import importlib.util

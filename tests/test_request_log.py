@@ -1,4 +1,5 @@
-"""A request log gives length percentiles, the prefix-cache hit rate it allows, and prompts that share prefixes."""
+"""A request log gives length percentiles, the prefix-cache hit rate it allows, and prompts that share
+prefixes."""
 from __future__ import annotations
 
 import json

@@ -6,8 +6,13 @@ import pytest
 from helpers.hardware import load_gpu
 from helpers.kvcache import weights_bytes
 from helpers.models import load_model
-from helpers.roofline import (cost_model, decode_compute_bound_batch_size, decode_tokens_per_s_ceiling,
-                              prefill_time_floor_s, step_time)
+from helpers.roofline import (
+    cost_model,
+    decode_compute_bound_batch_size,
+    decode_tokens_per_s_ceiling,
+    prefill_time_floor_s,
+    step_time,
+)
 
 L13 = load_model("llama-2-13b")
 A100 = load_gpu("a100-80gb")

@@ -30,9 +30,11 @@ def test_the_smallest_sufficient_utilisation_is_chosen() -> None:
     assert sizing.plan.kv_cache_tokens >= sizing.kv_demand_tokens
     smaller = [u for u, kv in sizing.candidates if u < chosen]
     assert smaller and all(kv < sizing.kv_demand_tokens for u, kv in sizing.candidates if u < chosen)
-    assert sizing.plan.kv_cache_tokens == plan_capacity("llama-2-13b", "a100-80gb", gpu_memory_utilization=chosen,
-                                                        max_model_len=4096, max_num_seqs=32).kv_cache_tokens
-    assert sizing.engine_options() == {"max_num_seqs": 32, "max_model_len": 4096, "gpu_memory_utilization": chosen}
+    expected = plan_capacity("llama-2-13b", "a100-80gb", gpu_memory_utilization=chosen, max_model_len=4096,
+                             max_num_seqs=32)
+    assert sizing.plan.kv_cache_tokens == expected.kv_cache_tokens
+    assert sizing.engine_options() == {"max_num_seqs": 32, "max_model_len": 4096,
+                                       "gpu_memory_utilization": chosen}
 
 
 def test_a_demand_no_candidate_holds_says_what_to_do() -> None:

@@ -4,8 +4,17 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from helpers import (compare_with_naive, get_backend, make_client, prefill_fit, stream_once,
-                     tps_vs_max_tokens, ttft_vs_prompt_length, unique_prompt, user_message)
+from helpers import (
+    compare_with_naive,
+    get_backend,
+    make_client,
+    prefill_fit,
+    stream_once,
+    tps_vs_max_tokens,
+    ttft_vs_prompt_length,
+    unique_prompt,
+    user_message,
+)
 from helpers.server.tokenizer import count_tokens
 
 
@@ -15,10 +24,12 @@ def mock():
     return make_client(backend), backend.model
 
 
-def test_unique_prompts_differ_from_the_first_token_and_have_about_the_asked_length() -> None:
+def test_unique_prompts_differ_from_the_first_line_and_have_the_asked_length() -> None:
     first, second = unique_prompt(200), unique_prompt(200)
-    assert first[:14] != second[:14] and first[15:] == second[15:]
+    assert first.splitlines()[0] != second.splitlines()[0]       # the header: a fresh seed per prompt
     assert 200 <= count_tokens(first) <= 215
+    assert count_tokens(first) == count_tokens(unique_prompt(200, chinese=True)) == 200
+    assert unique_prompt(200, seed=7) == unique_prompt(200, seed=7)
 
 
 def test_compare_with_naive_counts_sse_lines_and_stamps_ttft_at_the_role_chunk(mock) -> None:

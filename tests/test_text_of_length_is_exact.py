@@ -1,4 +1,5 @@
-"""text_of_length gives exactly the asked number of tokens for any seed, in English and Chinese (hypothesis)."""
+"""text_of_length gives exactly the asked number of tokens for any seed, in English and Chinese
+(hypothesis)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from helpers.toy.config import ToyConfig, toy_preset
-from helpers.toy.counts import toy_generation_cost, growth_exponent, toy_step_cost
+from helpers.toy.counts import growth_exponent, toy_generation_cost, toy_step_cost
 from helpers.toy.generate import ToyModel
 from helpers.toy.measure import decode_timing, phase_throughput
 

@@ -59,16 +59,17 @@ def _header(seed: int, index: int) -> str:
     return f"Request {seed:08x} {index}\n"  # ends in a newline: its tokens never merge with the text after it
 
 
-def _text(num_tokens: int, seed: int, index: int) -> str:
-    """Exactly ``num_tokens`` tokens: the unique header (it ends in a newline), then on-topic text."""
+def unique_text(num_tokens: int, seed: int, index: int = 0, *, chinese: bool = False) -> str:
+    """Exactly ``num_tokens`` tokens: a header unique to (``seed``, ``index``), ending in a newline, then
+    on-topic text (English, or Chinese with ``chinese``) drawn from the same seed."""
     header = _header(seed, index)
     body_tokens = num_tokens - count_tokens(header)
     if body_tokens < 1:
         raise ValueError(
             f"a prompt needs at least {count_tokens(header) + 1} tokens of text to stay unique; "
-            f"got {num_tokens}: raise input_len"
+            f"got {num_tokens}: raise input_len (num_tokens)"
         )
-    return header + text_of_length(body_tokens, seed=derive_seed(seed, "text", index))
+    return header + text_of_length(body_tokens, seed=derive_seed(seed, "text", index), chinese=chinese)
 
 
 def _template_tokens(roles: Sequence[str]) -> int:
@@ -99,7 +100,7 @@ def synthetic_prompts(
         raise ValueError("input_lens and output_lens need one value per prompt")
     system: tuple[dict[str, str], ...] = ()
     if shared_prefix_len:
-        system = ({"role": "system", "content": _text(shared_prefix_len, seed, -1)},)
+        system = ({"role": "system", "content": unique_text(shared_prefix_len, seed, -1)},)
     overhead = _template_tokens([m["role"] for m in system] + ["user"]) + shared_prefix_len
     prompts = []
     for i, (n_in, n_out) in enumerate(zip(input_lens, output_lens, strict=True)):
@@ -108,7 +109,7 @@ def synthetic_prompts(
                 f"input_len {n_in} leaves no room for a user message: the chat template takes "
                 f"{overhead - shared_prefix_len} tokens and the shared prefix {shared_prefix_len}"
             )
-        user = {"role": "user", "content": _text(n_in - overhead, seed, i)}
+        user = {"role": "user", "content": unique_text(n_in - overhead, seed, i)}
         prompts.append(BenchPrompt((*system, user), int(n_out), int(n_in)))
     return prompts
 

@@ -21,8 +21,8 @@ from .urls import DEFAULT_BASE_URL, UrlFix, is_loopback_host, normalize_base_url
 __all__ = [
     "DEFAULT_BASE_URL", "PROXY_VARS", "ChunkEvent", "Diagnosis", "NaiveMetrics", "NoTokensError",
     "RequestMetrics", "Settings", "UrlFix", "astream_once", "bypass_proxy_for_loopback", "diagnose",
-    "find_dotenv", "get_backend", "is_loopback_host", "list_served_models", "load_settings", "make_async_client",
-    "make_client", "mask_secret", "mask_secrets", "measurement_timeout", "metrics_from_trace",
-    "naive_measure", "naive_p99", "normalize_base_url", "parse_dotenv", "proxy_variables", "read_dotenv",
-    "stream_once",
+    "find_dotenv", "get_backend", "is_loopback_host", "list_served_models", "load_settings",
+    "make_async_client", "make_client", "mask_secret", "mask_secrets", "measurement_timeout",
+    "metrics_from_trace", "naive_measure", "naive_p99", "normalize_base_url", "parse_dotenv",
+    "proxy_variables", "read_dotenv", "stream_once",
 ]

@@ -19,8 +19,8 @@ count as latency; ``httpcore2``'s pool is linear.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import openai
@@ -61,15 +61,37 @@ def _connection(
     return base_url, api_key
 
 
-def _http_options(base_url: str, timeout_s: float, max_connections: int) -> dict:
+def _build(
+    sdk_class: type,
+    http_class: type,
+    request_hook: Callable,
+    settings: Settings | None,
+    base_url: str | None,
+    api_key: str | None,
+    timeout_s: float,
+    max_retries: int,
+    max_connections: int,
+    default_headers: Mapping[str, str] | None,
+) -> Any:
+    """The SDK client (sync or async) on our own HTTP client: the one recipe both public makers share."""
     if max_connections < 1:
         raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-    return {
-        "timeout": measurement_timeout(timeout_s),
-        "limits": httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+    url, key = _connection(settings, base_url, api_key)
+    http_client = http_class(
+        timeout=measurement_timeout(timeout_s),
+        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         # Loopback: never through a proxy. Remote: honour the learner's proxy variables.
-        "trust_env": not is_loopback_host(urlsplit(base_url).hostname),
-    }
+        trust_env=not is_loopback_host(urlsplit(url).hostname),
+        event_hooks={"request": [request_hook]},
+    )
+    return sdk_class(
+        base_url=url,
+        api_key=key,
+        timeout=measurement_timeout(timeout_s),
+        max_retries=max_retries,
+        default_headers=default_headers,
+        http_client=http_client,
+    )
 
 
 def make_client(
@@ -83,18 +105,8 @@ def make_client(
     default_headers: Mapping[str, str] | None = None,
 ) -> openai.OpenAI:
     """An ``openai.OpenAI`` for ``settings`` (default ``get_backend()``) or an explicit ``base_url``."""
-    url, key = _connection(settings, base_url, api_key)
-    http_client = httpx.Client(
-        **_http_options(url, timeout_s, max_connections), event_hooks={"request": [stamp_request]}
-    )
-    return openai.OpenAI(
-        base_url=url,
-        api_key=key,
-        timeout=measurement_timeout(timeout_s),
-        max_retries=max_retries,
-        default_headers=default_headers,
-        http_client=http_client,
-    )
+    return _build(openai.OpenAI, httpx.Client, stamp_request, settings, base_url, api_key, timeout_s,
+                  max_retries, max_connections, default_headers)
 
 
 def make_async_client(
@@ -111,15 +123,5 @@ def make_async_client(
 
     Use it as ``async with make_async_client(...) as client:`` so the pool is closed on the same event loop.
     """
-    url, key = _connection(settings, base_url, api_key)
-    http_client = httpx.AsyncClient(
-        **_http_options(url, timeout_s, max_connections), event_hooks={"request": [astamp_request]}
-    )
-    return openai.AsyncOpenAI(
-        base_url=url,
-        api_key=key,
-        timeout=measurement_timeout(timeout_s),
-        max_retries=max_retries,
-        default_headers=default_headers,
-        http_client=http_client,
-    )
+    return _build(openai.AsyncOpenAI, httpx.AsyncClient, astamp_request, settings, base_url, api_key,
+                  timeout_s, max_retries, max_connections, default_headers)

@@ -11,13 +11,11 @@ uncached ones are free; the difference only shows when the pool is nearly full).
 """
 from __future__ import annotations
 
-from collections import deque
-from itertools import islice, repeat
+from itertools import islice
 
 import numpy as np
 
 _HASH_KEYS: dict[str, np.ndarray] = {}
-_consume = deque(maxlen=0).extend  # runs a map() to the end in C: per-block updates without a Python loop
 
 
 def _hash_keys(num_positions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,29 +39,36 @@ def hash_blocks(token_ids: np.ndarray, block_size: int) -> list[int]:
 
 def hash_prompts(prompts: list[np.ndarray], block_size: int) -> list[list[int]]:
     """``hash_blocks`` of many prompts at once (simulate() hashes its workload in batches): the prompts
-    are stacked into one matrix (padding weighs 0), then one multiply, block sum and cumulative sum."""
+    are stacked into one matrix (padding weighs 0), then one weighted block sum and a cumulative sum."""
     used = [len(p) // block_size * block_size for p in prompts]  # tokens in full blocks
     width = max(used, default=0)
     if width == 0:
         return [[] for _ in prompts]
-    tokens = np.full((len(prompts), width), -1, np.int64)  # token + 1 below: padding becomes 0
-    for row, prompt, n in zip(tokens, prompts, used):
-        row[:n] = prompt[:n]
-    m, r = _hash_keys(width)
+    if min(used) == width:  # all alike (the usual benchmark): no padding
+        tokens = np.stack([p[:width] for p in prompts], dtype=np.int64)
+    else:
+        tokens = np.full((len(prompts), width), -1, np.int64)  # token + 1 below: padding becomes 0
+        for row, prompt, n in zip(tokens, prompts, used):
+            row[:n] = prompt[:n]
     tokens += 1
-    weighted = tokens.view(np.uint64) * m[:width]
-    sums = weighted.reshape(len(prompts), -1, block_size).sum(axis=2, dtype=np.uint64)
-    hashes = np.cumsum(sums, axis=1, dtype=np.uint64) + r[:width // block_size]
-    return [h[:n // block_size].tolist() for h, n in zip(hashes, used)]
+    m, r = _hash_keys(width)
+    num_blocks = width // block_size
+    weights = m[:width].reshape(num_blocks, block_size)
+    blocks = tokens.view(np.uint64).reshape(len(prompts), num_blocks, block_size)
+    sums = np.einsum("pbt,bt->pb", blocks, weights)  # Σ_t tok_t·m_t per block, wrapping mod 2^64
+    hashes = (np.cumsum(sums, axis=1, dtype=np.uint64) + r[:num_blocks]).tolist()
+    return [h if n == width else h[:n // block_size] for h, n in zip(hashes, used)]
 
 
 class BlockPool:
     """Free lists, the hash -> block map and reference counts of cached blocks.
 
-    Plain Python lists and dicts: block tables are tens of blocks, where a loop beats numpy's per-call
-    cost. The LRU list of free cached blocks is an insertion-ordered dict (least recently freed first; a
-    hit that revives a block deletes its entry); an evicted block's hash leaves the hash map at once
-    (while a block is cached no other block can take its hash, so the entry is its own).
+    Plain Python lists and dicts, updated a whole block table at a time through C-level ``map``/``update``
+    calls: a request's tens of blocks cost a few dict operations each, not a Python loop. The LRU list of
+    free cached blocks is an insertion-ordered dict block -> hash (least recently freed first; a hit that
+    revives a block deletes its entry); an evicted block's hash leaves the hash map at once (while a block
+    is cached no other block can take its hash, so the entry is its own). ``_extra`` counts the users of
+    an in-use cached block beyond its first, so freeing an unshared table (the usual case) needs no count.
     """
 
     def __init__(self, num_blocks: int) -> None:
@@ -72,9 +77,12 @@ class BlockPool:
         self.num_blocks = num_blocks
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))  # uncached free blocks, a stack
         self._cached: dict[int, int] = {}                  # hash -> block, cached blocks only
-        self._hash: list[int | None] = [None] * num_blocks  # block -> its hash while cached
-        self._ref = [0] * num_blocks                        # users of a cached block
-        self._lru: dict[int, None] = {}                    # free cached blocks, oldest first
+        # block -> its hash; exact for cached blocks and for the hashed prefix of every block table
+        # (None there marks a duplicate left uncached); stale elsewhere and never read there
+        self._hash: list[int | None] = [None] * num_blocks
+        self._extra = [0] * num_blocks                      # users of an in-use cached block beyond one
+        self._num_shared = 0                                # blocks with _extra > 0
+        self._lru: dict[int, int] = {}                      # free cached block -> hash, oldest first
 
     @property
     def num_free_blocks(self) -> int:
@@ -83,7 +91,7 @@ class BlockPool:
 
     @property
     def num_cached_blocks(self) -> int:
-        return self.num_blocks - self._hash.count(None)
+        return len(self._cached)
 
     def cached_free_blocks(self) -> list[int]:
         """Free blocks still holding a cached prefix, least recently freed (next to be evicted) first."""
@@ -91,82 +99,87 @@ class BlockPool:
 
     def usage(self) -> float:
         """KV cache usage 0..1, as vLLM's ``kv_cache_usage_perc`` (evictable cached blocks count as free)."""
-        return 1.0 - self.num_free_blocks / self.num_blocks
+        return 1.0 - (len(self._free) + len(self._lru)) / self.num_blocks
 
     def num_used_blocks(self) -> int:
         return self.num_blocks - self.num_free_blocks
 
     def lookup(self, hashes: list[int]) -> list[int]:
         """Blocks holding the longest cached prefix of ``hashes``."""
-        cached = self._cached
-        blocks: list[int] = []
-        for h in hashes:
-            block = cached.get(h)
-            if block is None:
-                break
-            blocks.append(block)
+        if not hashes or hashes[0] not in self._cached:
+            return []  # the usual miss, decided by the first block
+        blocks = list(map(self._cached.get, hashes))
+        if None in blocks:
+            del blocks[blocks.index(None):]
         return blocks
 
     def num_evictable(self, blocks: list[int]) -> int:
         """How many of these cached blocks are free now (touching them takes them off the free list)."""
-        ref = self._ref
-        return sum(1 for b in blocks if not ref[b])
+        return sum(map(self._lru.__contains__, blocks))
 
     def touch(self, blocks: list[int]) -> None:
         """Take a reference on cached blocks found by ``lookup``."""
-        ref, lru = self._ref, self._lru
+        lru, extra = self._lru, self._extra
         for b in blocks:
-            if not ref[b]:
+            if b in lru:
                 del lru[b]
-            ref[b] += 1
+            else:
+                extra[b] += 1
+                self._num_shared += extra[b] == 1
 
     def allocate(self, n: int) -> list[int]:
         """``n`` blocks for one owner; evicts LRU cached blocks once the uncached ones run out."""
-        if n > self.num_free_blocks:
+        free = self._free
+        if n > len(free) + len(self._lru):
             raise RuntimeError(f"asked for {n} blocks with {self.num_free_blocks} free "
                                "(check num_free_blocks first)")
-        k = min(n, len(self._free))
-        blocks = self._free[len(self._free) - k:]
-        del self._free[len(self._free) - k:]
+        k = min(n, len(free))
+        blocks = free[len(free) - k:]
+        del free[len(free) - k:]
         if n > k:
             blocks.extend(self._evict(n - k))
         return blocks
 
     def _evict(self, n: int) -> list[int]:
         """Take the ``n`` least recently freed cached blocks off the LRU list and forget their hashes."""
-        lru, block_hash = self._lru, self._hash
+        lru = self._lru
+        cached = self._cached
         out = list(islice(lru, n))
-        _consume(map(lru.pop, out))
-        _consume(map(self._cached.pop, map(block_hash.__getitem__, out)))
-        _consume(map(block_hash.__setitem__, out, repeat(None)))
+        for b in out:
+            del cached[lru.pop(b)]
         return out
 
     def cache(self, blocks: list[int], hashes: list[int]) -> None:
         """Register freshly filled blocks under their hashes; a hash already cached (the same prefix
         computed twice at once) leaves the duplicate block uncached, as vLLM does."""
-        cached, block_hash, ref = self._cached, self._hash, self._ref
+        cached, block_hash = self._cached, self._hash
         if not cached.keys().isdisjoint(hashes):
             keep = [i for i, h in enumerate(hashes) if h not in cached]
+            for i in set(range(len(blocks))).difference(keep):
+                block_hash[blocks[i]] = None
             blocks, hashes = [blocks[i] for i in keep], [hashes[i] for i in keep]
         cached.update(zip(hashes, blocks))
-        _consume(map(block_hash.__setitem__, blocks, hashes))
-        _consume(map(ref.__setitem__, blocks, repeat(1)))
+        for b, h in zip(blocks, hashes):
+            block_hash[b] = h
 
     def free(self, blocks: list[int], num_hashed: int) -> None:
         """Release one owner's block table; its first ``num_hashed`` blocks may be cached. Blocks are
         released last-first so that a prompt's tail is evicted before its (more shareable) head."""
-        free, block_hash, ref, lru = self._free, self._hash, self._ref, self._lru
+        free, lru, extra = self._free, self._lru, self._extra
         free.extend(reversed(blocks[num_hashed:]))
-        hashed = blocks[num_hashed - 1::-1] if num_hashed else []
-        sole_owner = list(map(ref.__getitem__, hashed)).count(1) == num_hashed
-        if sole_owner and None not in map(block_hash.__getitem__, hashed):
-            _consume(map(ref.__setitem__, hashed, repeat(0)))  # the usual case: their only owner leaves
-            lru.update(dict.fromkeys(hashed))
+        if not num_hashed:
             return
-        for b in hashed:
-            if block_hash[b] is None:
+        hashed = blocks[num_hashed - 1::-1]
+        block_hash = self._hash
+        hashes = [block_hash[b] for b in hashed]
+        if None not in hashes and not (self._num_shared and any(map(extra.__getitem__, hashed))):
+            lru.update(zip(hashed, hashes))  # the usual case: their only owner leaves
+            return
+        for b, h in zip(hashed, hashes):
+            if h is None:
                 free.append(b)
+            elif extra[b]:
+                extra[b] -= 1
+                self._num_shared -= not extra[b]
             else:
-                ref[b] -= 1
-                if not ref[b]:
-                    lru[b] = None
+                lru[b] = h

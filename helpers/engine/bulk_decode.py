@@ -17,57 +17,58 @@ if TYPE_CHECKING:
 
 
 class BulkDecodeMixin:
-    def can_bulk_decode(self) -> bool:
-        """True when the next steps are pure decodes that change nothing but token counts and blocks:
-        everyone running is decoding and fits in the budget, and nobody waiting can be admitted."""
-        if not self.running or len(self.running) > self.config.max_num_batched_tokens:
-            return False
-        slots = self.running_slots()
-        if not (self.num_tokens[slots] - self.computed[slots] == 1).all():
-            return False
-        return not self.waiting or len(self.running) >= self.config.max_num_seqs or self._head_blocked(slots)
+    def bulk_horizon(self) -> int:
+        """How many pure-decode steps can run at once from now, 0 if the next step is not one.
 
-    def _head_blocked(self, slots: np.ndarray) -> bool:
-        """The first waiting request cannot be admitted in the next step, hence not before the running
-        set changes: during pure decoding its budget share stays and free blocks only shrink."""
+        They are possible while everyone running is decoding within the budget and nobody waiting can be
+        admitted; they last until one finishes a request (that step included) or the pool runs out of
+        blocks (that step excluded: it needs preemption). A request whose table holds ``nblocks`` blocks
+        with ``c`` tokens computed needs a new block at steps ``nblocks·block_size − c + 1``, then every
+        ``block_size`` steps: the horizon ends just before the (free + 1)-th of those steps over all."""
+        running = self.running
+        if not running or len(running) > self.config.max_num_batched_tokens:
+            return 0
+        slots = self.running_slots()
+        computed = self.computed[slots]
+        num_tokens = self.num_tokens[slots]
+        if np.count_nonzero(num_tokens - computed != 1):
+            return 0  # a prefill is still running
+        bs = self.kv.block_size
+        first_need = self.nblocks[slots] * bs - computed + 1  # >= 1: a table holds its computed tokens
+        free = self.kv.pool.num_free_blocks
+        if self.waiting and len(running) < self.config.max_num_seqs:
+            if not self._head_blocked(len(running), free - np.count_nonzero(first_need == 1)):
+                return 0
+        k = int(np.minimum.reduce(self.limit[slots] - num_tokens))
+        if int(np.add.reduce(np.maximum((k - first_need) // bs + 1, 0))) <= free:
+            return k  # the blocks needed up to step k are free
+        needs = (first_need[:, None] + bs * np.arange(-(-k // bs))).ravel()
+        return int(np.partition(needs, free)[free]) - 1
+
+    def _head_blocked(self, num_running: int, free_after_decodes: int) -> bool:
+        """The first waiting request cannot be admitted in the next step (the decodes leave it
+        ``free_after_decodes`` blocks), hence not before the running set changes: during pure decoding
+        its budget share stays and free blocks only shrink."""
         seq = self.waiting[0]
         hits = self.kv.get_computed_blocks(seq)
         computed = len(hits) * self.kv.block_size
         need = seq.prompt_len + seq.num_output_tokens - computed
-        budget = self.config.max_num_batched_tokens - len(slots)
+        budget = self.config.max_num_batched_tokens - num_running
         if need > budget and not self.config.enable_chunked_prefill:
             return True
         blocks = -(-(computed + min(need, budget)) // self.kv.block_size) - len(hits)
         blocks += self.kv.pool.num_evictable(hits)
-        next_blocks = -(-(self.computed[slots] + 1) // self.kv.block_size)
-        decode_blocks = int((next_blocks > self.nblocks[slots]).sum())
-        return blocks > self.kv.pool.num_free_blocks - decode_blocks
-
-    def bulk_horizon(self) -> int:
-        """How many decode steps can run before one finishes a request (that step included) or the pool
-        runs out of blocks (that step excluded: it needs preemption). A request whose table holds
-        ``nblocks`` blocks with ``c`` tokens computed needs a new block at steps
-        ``nblocks·block_size − c + 1``, then every ``block_size`` steps: the horizon ends just before the
-        (free + 1)-th of those steps over all requests."""
-        slots = self.running_slots()
-        k = int((self.limit[slots] - self.num_tokens[slots]).min())
-        bs = self.kv.block_size
-        first_need = self.nblocks[slots] * bs - self.computed[slots] + 1
-        needs = (first_need[:, None] + bs * np.arange(-(-k // bs))).ravel()
-        needs = needs[needs <= k]
-        free = self.kv.pool.num_free_blocks
-        if len(needs) <= free:
-            return k
-        return int(np.partition(needs, free)[free]) - 1
+        return blocks > free_after_decodes
 
     def advance_decode(self, steps: int, step_idx: int, end_s: np.ndarray) -> list[Sequence]:
         """Apply ``steps`` decode steps at once (``steps`` <= ``bulk_horizon()``); ``end_s`` are their end
         times. Same state as ``steps`` calls of schedule + update_from_output."""
         slots = self.running_slots()
         computed = self.computed[slots] + steps
-        grow = -(-computed // self.kv.block_size) - self.nblocks[slots]
+        grow = (computed + (self.kv.block_size - 1)) // self.kv.block_size - self.nblocks[slots]
         indices = np.flatnonzero(grow > 0)
-        self._give_blocks(slots, indices, grow[indices])
+        counts = grow[indices]
+        self._give_blocks(slots, indices, 1 if len(counts) and counts.max() == 1 else counts)
         self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())
         self.computed[slots] = computed
         self.num_tokens[slots] += steps

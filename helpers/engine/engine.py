@@ -199,19 +199,18 @@ class LLMEngine:
         before the state changes (a finish, a preemption point), all at once. Exactly the same as
         calling ``step()`` that many times. Returns (steps, tokens, finished); (0, 0, []) if not possible."""
         sched = self.scheduler
-        if not sched.can_bulk_decode():
-            return 0, 0, []
         steps = sched.bulk_horizon()
         if steps == 0:
             return 0, 0, []
         slots = sched.running_slots()
         times = self.cost_model.decode_times_s(sched.computed[slots], steps)
         ends = np.cumsum(np.concatenate(([self.now_s], times)))[1:]
-        starts = np.concatenate(([self.now_s], ends[:-1]))
-        steps = int(np.searchsorted(starts, until_s, side="left"))  # steps that start before the arrival
-        if steps == 0:
-            return 0, 0, []
-        ends = ends[:steps]
+        if until_s <= (ends[-2] if steps > 1 else self.now_s):  # not all of them start before it
+            starts = np.concatenate(([self.now_s], ends[:-1]))
+            steps = int(np.searchsorted(starts, until_s, side="left"))
+            if steps == 0:
+                return 0, 0, []
+            ends = ends[:steps]
         idx = self._append_step_ends(ends)
         self.now_s = float(ends[-1])
         batch = len(slots)
@@ -224,15 +223,33 @@ class LLMEngine:
                            self.kv.prefix_cache_hits, sched.num_preemptions, sched.prompt_tokens,
                            sched.generation_tokens, pool.num_free_blocks, pool.num_blocks)
 
+    def _runs(self, seq: Sequence) -> list[tuple[int, int]]:
+        """``seq``'s runs of consecutive token steps, its open run included (without closing it)."""
+        if seq.slot >= 0 and self.scheduler.seg_next[seq.slot] >= 0:
+            start = int(self.scheduler.seg_start[seq.slot])
+            return [*seq.segments, (start, int(self.scheduler.seg_next[seq.slot]) - start)]
+        return seq.segments
+
     def request_record(self, request_id: str) -> RequestRecord:
         """The timeline of one request (finished, running or waiting); KeyError if unknown."""
         seq = self._seqs[request_id]
-        if seq.slot >= 0:  # include the open run of tokens without closing it
-            saved = list(seq.segments)
-            start, nxt = int(self.scheduler.seg_start[seq.slot]), int(self.scheduler.seg_next[seq.slot])
-            if nxt >= 0:
-                seq.segments.append((start, nxt - start))
-            record = seq.record(self._step_end_s, self._first_step)
-            seq.segments = saved
-            return record
-        return seq.record(self._step_end_s, self._first_step)
+        return seq.record(self._step_end_s, self._first_step, self._runs(seq))
+
+    def request_columns(self, request_ids: list[str]) -> dict[str, np.ndarray]:
+        """``request_record`` fields of many requests as columns (simulate()'s table): one value per
+        request, except ``token_times_s``, every request's token times concatenated in one gather."""
+        seqs = [self._seqs[r] for r in request_ids]
+        runs = [self._runs(seq) for seq in seqs]
+        flat = np.array([run for rs in runs for run in rs], np.int64).reshape(-1, 2)
+        starts, counts = flat[:, 0] - self._first_step, flat[:, 1]
+        owner = np.repeat(np.arange(len(seqs)), [len(rs) for rs in runs])
+        offsets = np.cumsum(counts) - counts
+        index = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
+        columns = {name: np.array([getattr(s, name) for s in seqs], float)
+                   for name in ("arrival_s", "scheduled_s", "first_token_s", "finish_s")}
+        columns |= {name: np.array([getattr(s, name) for s in seqs], np.int64)
+                    for name in ("num_preemptions", "num_cached_prompt_tokens")}
+        columns["prompt_tokens"] = np.array([s.prompt_len for s in seqs], np.int64)
+        columns["output_tokens"] = np.bincount(owner, counts, len(seqs)).astype(np.int64)
+        columns["token_times_s"] = self._step_end_s[index]
+        return columns

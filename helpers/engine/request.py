@@ -81,14 +81,17 @@ class Sequence:
     num_preemptions: int = 0
     num_cached_prompt_tokens: int = 0
     segments: list[tuple[int, int]] = field(default_factory=list)  # (first step index, token count) runs
+    prompt_len: int = field(init=False)
 
-    @property
-    def prompt_len(self) -> int:
-        return len(self.prompt)
+    def __post_init__(self) -> None:
+        self.prompt_len = len(self.prompt)
 
-    def record(self, step_end_s: np.ndarray, first_step: int = 0) -> RequestRecord:
-        """Freeze this sequence's timeline; ``step_end_s[i]`` is the end time of step ``first_step + i``."""
-        runs = [step_end_s[s - first_step:s - first_step + n] for s, n in self.segments]
+    def record(self, step_end_s: np.ndarray, first_step: int = 0,
+               segments: list[tuple[int, int]] | None = None) -> RequestRecord:
+        """Freeze this sequence's timeline; ``step_end_s[i]`` is the end time of step ``first_step + i``;
+        ``segments``: its runs of token steps if not ``self.segments`` (an open run included)."""
+        runs = [step_end_s[s - first_step:s - first_step + n] for s, n in
+                (self.segments if segments is None else segments)]
         times = runs[0].copy() if len(runs) == 1 else np.concatenate(runs) if runs else np.empty(0)
         return RequestRecord(
             request_id=self.request_id, prompt_tokens=self.prompt_len, max_tokens=self.max_tokens,

@@ -85,8 +85,12 @@ class Scheduler(BulkDecodeMixin):
         running = self.running
         if isinstance(counts, int):  # the same number each: no per-request offsets
             blocks = self.kv.pool.allocate(counts * len(indices))
-            for j, i in enumerate(indices.tolist()):
-                running[i].block_table.extend(blocks[j * counts:(j + 1) * counts])
+            if counts == 1:
+                for i, block in zip(indices.tolist(), blocks):
+                    running[i].block_table.append(block)
+            else:
+                for j, i in enumerate(indices.tolist()):
+                    running[i].block_table.extend(blocks[j * counts:(j + 1) * counts])
         else:
             blocks = self.kv.pool.allocate(int(counts.sum()))
             pos = 0
@@ -158,12 +162,17 @@ class Scheduler(BulkDecodeMixin):
             need = self.num_tokens[slots] - computed
             total = int(need.sum())
             n = need if total <= budget else np.clip(budget - (np.cumsum(need) - need), 0, need)
-            grow = -(-(computed + n) // self.kv.block_size) - self.nblocks[slots]
-            if int(grow[grow > 0].sum()) <= self.kv.pool.num_free_blocks:  # no preemption: vector path
-                decode = n == 1  # decodes crossing a block boundary get one block each, in one call
-                self._give_blocks(slots, np.flatnonzero(decode & (grow > 0)), 1)
-                for i in np.flatnonzero(~decode & ((grow > 0) | (n > 1))).tolist():
-                    self._allocate(self.running[i], int(n[i]))
+            bs = self.kv.block_size
+            grow = (computed + n + (bs - 1)) // bs - self.nblocks[slots]
+            alloc = grow > 0
+            if int(np.add.reduce(grow[alloc])) <= self.kv.pool.num_free_blocks:  # no preemption: vector path
+                if total == len(n):  # all decoding: those crossing a block boundary get one block each
+                    self._give_blocks(slots, np.flatnonzero(alloc), 1)
+                else:
+                    decode = n == 1  # decodes as above, in one call; prefill chunks one at a time
+                    self._give_blocks(slots, np.flatnonzero(decode & alloc), 1)
+                    for i in np.flatnonzero(~decode & (alloc | (n > 1))).tolist():
+                        self._allocate(self.running[i], int(n[i]))
                 if total <= budget:
                     seqs, num_new = list(self.running), n.tolist()
                 else:
@@ -185,23 +194,29 @@ class Scheduler(BulkDecodeMixin):
     def _schedule_running_with_preemption(self, budget: int, n: np.ndarray, grow: np.ndarray,
                                           seqs: list[Sequence], num_new: list[int],
                                           preempted: list[Sequence]) -> int:
-        """The running loop one request at a time (``n``: its tokens, ``grow``: its new blocks), preempting
-        the newest running request while one's blocks do not fit. Preempting from the tail changes
-        neither the tokens nor the blocks of the requests before it."""
-        for i, (seq, tokens, blocks) in enumerate(zip(list(self.running), n.tolist(), grow.tolist())):
-            if tokens == 0 or i >= len(self.running):
+        """The running requests in order (``n``: their tokens, ``grow``: their new blocks), preempting the
+        newest running request while one's blocks do not fit. Only those that allocate (new blocks or a
+        prefill chunk to register) are visited: preempting from the tail changes neither the tokens nor
+        the blocks of the requests before it, so the scheduled ones are a prefix of ``running``."""
+        zeros = np.flatnonzero(n == 0)
+        count = int(zeros[0]) if len(zeros) else len(n)  # the requests the budget reaches
+        for i in np.flatnonzero((grow[:count] > 0) | (n[:count] > 1)).tolist():
+            if i >= len(self.running):
                 break
-            if blocks > 0 or tokens > 1:
-                while not self._allocate(seq, tokens):
-                    victim = self.running[-1]
-                    self.preempt(victim)
-                    preempted.append(victim)
-                    if victim is seq:
-                        return budget
-            seqs.append(seq)
-            num_new.append(tokens)
-            budget -= tokens
-        return budget
+            seq = self.running[i]
+            while not self._allocate(seq, int(n[i])):
+                victim = self.running[-1]
+                self.preempt(victim)
+                preempted.append(victim)
+                if victim is seq:
+                    break
+            if seq.status is not Status.RUNNING:
+                count = i
+                break
+        count = min(count, len(self.running))
+        seqs.extend(self.running[:count])
+        num_new.extend(n[:count].tolist())
+        return budget - int(n[:count].sum())
 
     def _admit(self, budget: int, seqs: list[Sequence], num_new: list[int]) -> int:
         chunked = self.config.enable_chunked_prefill

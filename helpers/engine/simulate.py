@@ -113,26 +113,22 @@ def _hashed_prompts(batches: Iterable[list[np.ndarray]],
 
 def _request_table(engine: LLMEngine, num_prompts: int) -> pd.DataFrame:
     """One row per request, built column by column (ITLs: one diff over all token times, then views)."""
-    recs = [engine.request_record(str(i)) for i in range(num_prompts)]
-
-    def column(name: str, dtype: type = float) -> np.ndarray:
-        return np.array([getattr(r, name) for r in recs], dtype=dtype)
-
-    arrival, scheduled, first, finish = (column(c) for c in ("arrival_s", "scheduled_s", "first_token_s",
-                                                             "finish_s"))
-    output = column("output_tokens", np.int64)
+    col = engine.request_columns([str(i) for i in range(num_prompts)])
+    arrival, scheduled, first, finish = (col[c] for c in ("arrival_s", "scheduled_s", "first_token_s",
+                                                          "finish_s"))
+    output = col["output_tokens"]
     ttft, e2el = first - arrival, finish - arrival
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
-    gaps = np.diff(np.concatenate([r.token_times_s for r in recs])) if num_prompts else np.empty(0)
+    gaps = np.diff(col["token_times_s"])
     starts = np.cumsum(output) - output
     return pd.DataFrame({
-        "request_id": [r.request_id for r in recs], "prompt_tokens": column("prompt_tokens", np.int64),
+        "request_id": [str(i) for i in range(num_prompts)], "prompt_tokens": col["prompt_tokens"],
         "output_tokens": output, "arrival_s": arrival, "scheduled_s": scheduled, "first_token_s": first,
         "finish_s": finish, "queue_s": scheduled - arrival, "ttft_s": ttft, "e2el_s": e2el, "tpot_s": tpot,
         "itls_s": [gaps[s:s + max(n - 1, 0)] for s, n in zip(starts.tolist(), output.tolist())],
-        "num_preemptions": column("num_preemptions", np.int64),
-        "cached_prompt_tokens": column("num_cached_prompt_tokens", np.int64)})
+        "num_preemptions": col["num_preemptions"],
+        "cached_prompt_tokens": col["num_cached_prompt_tokens"]})
 
 
 def _summary(engine: LLMEngine, requests: pd.DataFrame, timeseries: pd.DataFrame, num_prompts: int,

@@ -74,5 +74,5 @@ class StaticScheduler(Scheduler):
         else:
             super().abort(seq)
 
-    def can_bulk_decode(self) -> bool:
-        return False
+    def bulk_horizon(self) -> int:
+        return 0  # lockstep decoding is charged per step (padding), always one at a time

@@ -26,6 +26,14 @@ def _title(text: str, unit_note: str) -> str:
     return f"{text} ({unit_note})" if unit_note else text
 
 
+def _concurrency_axis(ax, series: list[tuple[str | None, pd.DataFrame]]) -> None:
+    """Concurrency on a log2 x axis, ticked at the levels that ran."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({c for _, t in series for c in t["max_concurrency"]}))
+    ax.get_xaxis().set_major_formatter(plt.ScalarFormatter())
+    ax.set_xlabel("concurrency (requests in flight)")
+
+
 def _finish(fig: Figure, ax, labelled: bool) -> Figure:
     if labelled:
         ax.legend()
@@ -47,10 +55,7 @@ def plot_throughput_vs_concurrency(
     series = _series(tables)
     for label, table in series:
         ax.plot(table["max_concurrency"], table[metric], "o-", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({c for _, t in series for c in t["max_concurrency"]}))
-    ax.get_xaxis().set_major_formatter(plt.ScalarFormatter())
-    ax.set_xlabel("concurrency (requests in flight)")
+    _concurrency_axis(ax, series)
     ax.set_ylabel(f"{metric} (requests/s)" if metric == "request_throughput" else f"{metric} (tokens/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(_title("Throughput vs concurrency", unit_note))
@@ -74,10 +79,7 @@ def plot_ttft_vs_concurrency(
             color=line.get_color(),
             label=f"{label} P99" if label else "P99",
         )
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({c for _, t in series for c in t["max_concurrency"]}))
-    ax.get_xaxis().set_major_formatter(plt.ScalarFormatter())
-    ax.set_xlabel("concurrency (requests in flight)")
+    _concurrency_axis(ax, series)
     ax.set_ylabel("TTFT (ms)")
     ax.set_ylim(bottom=0)
     ax.set_title(_title("Time to first token vs concurrency", unit_note))

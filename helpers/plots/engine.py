@@ -155,21 +155,21 @@ def plot_kv_pressure(timeseries: Mapping[str, pd.DataFrame], *,
 
 def plot_concurrency_sweep(sweep: pd.DataFrame, article: pd.DataFrame | None = None, *,
                            figsize: tuple[float, float] = (11, 4)) -> Figure:
-    """Output throughput and TTFT P50/P99 against concurrency per configuration (``concurrency_sweep``);
-    ``article`` rows (config, concurrency, output_throughput, ttft_p99_ms) are drawn as crosses
-    (notebook 05 §6)."""
+    """Output throughput and TTFT P50/P99 against concurrency per configuration (``concurrency_sweep``,
+    vLLM's keys); ``article`` rows (``article_sweep()``: config, max_concurrency, output_throughput,
+    p99_ttft_ms) are drawn as crosses (notebook 05 §6)."""
     fig, (thr, ttft) = plt.subplots(1, 2, figsize=figsize)
     for name, rows in sweep.groupby("config", sort=False):
-        (line,) = thr.plot(rows["concurrency"], rows["output_throughput"], "o-", label=f"{name} (simulated)")
-        ttft.plot(rows["concurrency"], rows["ttft_p99_ms"] / 1000, "o-", color=line.get_color(),
-                  label=f"{name} P99")
-        ttft.plot(rows["concurrency"], rows["ttft_p50_ms"] / 1000, "o--", color=line.get_color(), alpha=0.6,
+        x = rows["max_concurrency"]
+        (line,) = thr.plot(x, rows["output_throughput"], "o-", label=f"{name} (simulated)")
+        ttft.plot(x, rows["p99_ttft_ms"] / 1000, "o-", color=line.get_color(), label=f"{name} P99")
+        ttft.plot(x, rows["median_ttft_ms"] / 1000, "o--", color=line.get_color(), alpha=0.6,
                   label=f"{name} P50")
         claimed = article[article["config"] == name] if article is not None else pd.DataFrame()
         if not claimed.empty:
-            thr.plot(claimed["concurrency"], claimed["output_throughput"], "x:", color=line.get_color(),
+            thr.plot(claimed["max_concurrency"], claimed["output_throughput"], "x:", color=line.get_color(),
                      markersize=9, label=f"{name} (article)")
-            ttft.plot(claimed["concurrency"], claimed["ttft_p99_ms"] / 1000, "x:", color=line.get_color(),
+            ttft.plot(claimed["max_concurrency"], claimed["p99_ttft_ms"] / 1000, "x:", color=line.get_color(),
                       markersize=9, label=f"{name} P99 (article)")
     thr.set_xlabel("concurrency (closed-loop clients)")
     thr.set_ylabel("output throughput (tokens/s)")
@@ -179,8 +179,8 @@ def plot_concurrency_sweep(sweep: pd.DataFrame, article: pd.DataFrame | None = N
     ttft.set_yscale("log")
     for ax in (thr, ttft):
         ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(sweep["concurrency"].unique()))
-        ax.set_xticklabels([str(c) for c in sorted(sweep["concurrency"].unique())])
+        ax.set_xticks(sorted(sweep["max_concurrency"].unique()))
+        ax.set_xticklabels([str(c) for c in sorted(sweep["max_concurrency"].unique())])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

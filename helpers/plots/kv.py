@@ -28,10 +28,22 @@ def _label(model: ModelSpec) -> str:
     return f"{model.name} ({model.attention})"
 
 
-def _budget_line(ax, budget_bytes: float | None, budget_label: str | None) -> None:
+def _finish_gib_axes(fig: Figure, ax, *, xlabel: str, title: str, budget_bytes: float | None,
+                     budget_label: str | None) -> Figure:
+    """The budget line, labels, limits and legend both KV-in-GiB line plots share; closes the figure."""
     if budget_bytes is not None:
         ax.axhline(budget_bytes / _GIB, color="black", linestyle="--", linewidth=1,
                    label=budget_label or f"budget {budget_bytes / _GIB:.1f} GiB")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("KV cache (GiB)")
+    ax.set_title(title)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
 
 
 def plot_kv_vs_seq_len(models: Iterable[ModelSpec | str], seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, *,
@@ -52,17 +64,9 @@ def plot_kv_vs_seq_len(models: Iterable[ModelSpec | str], seq_lens: Sequence[int
             y = kv_cache_bytes(model, mark_seq_len, batch_size=batch_size, dtype=dtype) / _GIB
             ax.plot([mark_seq_len], [y], "o", color=line.get_color())
             ax.annotate(f"{y:.2f} GiB", (mark_seq_len, y), textcoords="offset points", xytext=(6, -12))
-    _budget_line(ax, budget_bytes, budget_label)
-    ax.set_xlabel("sequence length (tokens)")
-    ax.set_ylabel("KV cache (GiB)")
-    ax.set_title(f"KV cache vs sequence length (batch {batch_size}, {dtype})")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return _finish_gib_axes(fig, ax, xlabel="sequence length (tokens)",
+                            title=f"KV cache vs sequence length (batch {batch_size}, {dtype})",
+                            budget_bytes=budget_bytes, budget_label=budget_label)
 
 
 def plot_kv_vs_batch(models: Iterable[ModelSpec | str], batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *,
@@ -77,22 +81,15 @@ def plot_kv_vs_batch(models: Iterable[ModelSpec | str], batch_sizes: Sequence[in
         ys = [kv_cache_bytes(model, seq_len, batch_size=b, dtype=dtype) / _GIB for b in batch_sizes]
         ax.plot(list(batch_sizes), ys, label=_label(model), marker="o" if len(batch_sizes) <= 16 else None,
                 markersize=3)
-    _budget_line(ax, budget_bytes, budget_label)
-    ax.set_xlabel("batch size (concurrent sequences)")
-    ax.set_ylabel("KV cache (GiB)")
-    ax.set_title(f"KV cache vs batch size ({seq_len} tokens each, {dtype})")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return _finish_gib_axes(fig, ax, xlabel="batch size (concurrent sequences)",
+                            title=f"KV cache vs batch size ({seq_len} tokens each, {dtype})",
+                            budget_bytes=budget_bytes, budget_label=budget_label)
 
 
 def plot_kv_savings(models: Iterable[ModelSpec | str], *, dtype: str = "fp16",
                     figsize: tuple[float, float] | None = None) -> Figure:
-    """KV bytes per token as configured vs the same model with full MHA, log scale (notebook 03, "节省了多少").
+    """KV bytes per token as configured vs the same model with full MHA, log scale
+    (notebook 03, "节省了多少").
 
     Bars are coloured by attention kind; the label on each bar is the saving factor MHA ÷ actual.
     """

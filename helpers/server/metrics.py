@@ -19,72 +19,16 @@ from helpers.server.driver import EngineDriver, Stream, TimingObserver
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Bucket bounds as in vLLM's own histograms (vllm/v1/metrics/loggers.py), in seconds.
 TTFT_BUCKETS_S = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+    80.0, 160.0, 640.0, 2560.0,
 )
 ITL_BUCKETS_S = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
     80.0,
 )
 E2E_BUCKETS_S = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+    960.0, 1920.0, 7680.0,
 )
 _LABEL = ["model_name"]
 
@@ -95,28 +39,15 @@ class ServerMetrics:
     def __init__(self, drivers: Mapping[str, EngineDriver]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._drivers = drivers
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds",
-            "Time to first token (simulated seconds).",
-            _LABEL,
-            buckets=TTFT_BUCKETS_S,
-            registry=self.registry,
-        )
-        self.itl = Histogram(
-            "vllm:inter_token_latency_seconds",
-            "Inter-token latency (simulated seconds).",
-            _LABEL,
-            buckets=ITL_BUCKETS_S,
-            registry=self.registry,
-        )
-        self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds",
-            "End-to-end request latency (simulated seconds).",
-            _LABEL,
-            buckets=E2E_BUCKETS_S,
-            registry=self.registry,
-        )
+        self.ttft = self._histogram("vllm:time_to_first_token_seconds", "Time to first token", TTFT_BUCKETS_S)
+        self.itl = self._histogram("vllm:inter_token_latency_seconds", "Inter-token latency", ITL_BUCKETS_S)
+        self.e2e = self._histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency",
+                                   E2E_BUCKETS_S)
         self.registry.register(_EngineCollector(drivers))
+
+    def _histogram(self, name: str, what: str, buckets_s: tuple[float, ...]) -> Histogram:
+        return Histogram(name, f"{what} (simulated seconds).", _LABEL, buckets=buckets_s,
+                         registry=self.registry)
 
     def observer(self, model_name: str) -> TimingObserver:
         """The observer a driver calls with the virtual time of each token."""

@@ -7,14 +7,13 @@ Predictions come from ``helpers.toy.counts``.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from helpers.toy.counts import toy_step_cost
 from helpers.toy.generate import ToyModel, random_prompt
+from helpers.toy.probe import best_time_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,21 +63,13 @@ class DecodeTiming:
         return self.batch_size / self.step_s
 
 
-def _fastest_s(run: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def phase_throughput(model: ToyModel, prompt_len: int, decode_steps: int = 16,
                      repeats: int = 3) -> PhaseThroughput:
     """Tokens/s of prefill (the whole prompt in one pass) vs decode (one token per pass)."""
     prompt = random_prompt(model.config, prompt_len)
     model.prefill(prompt[:8])  # warm-up: first calls pay for page faults and BLAS thread start
-    prefill_s = _fastest_s(lambda: model.prefill(prompt, capacity=prompt_len + decode_steps), repeats)
+    prefill_s = best_time_s(lambda: model.prefill(prompt, capacity=prompt_len + decode_steps), repeats,
+                            warmup=False)
     _, cache = model.prefill(prompt, capacity=prompt_len + decode_steps * (repeats + 1))
     model.decode_step(0, cache)
 
@@ -86,7 +77,7 @@ def phase_throughput(model: ToyModel, prompt_len: int, decode_steps: int = 16,
         for _ in range(decode_steps):
             model.decode_step(0, cache)
 
-    return PhaseThroughput(prompt_len, prefill_s, _fastest_s(decode, repeats) / decode_steps)
+    return PhaseThroughput(prompt_len, prefill_s, best_time_s(decode, repeats, warmup=False) / decode_steps)
 
 
 def decode_timing(model: ToyModel, bandwidth_bytes_per_s: float, batch_size: int = 1,
@@ -96,7 +87,7 @@ def decode_timing(model: ToyModel, bandwidth_bytes_per_s: float, batch_size: int
     _, cache = model.prefill(prompt, capacity=context_len + steps + 1)
     tokens = np.zeros(batch_size, dtype=np.int64)
     model.decode_step(tokens, cache)  # warm-up
-    step_s = _fastest_s(lambda: model.decode_step(tokens, cache), steps)
+    step_s = best_time_s(lambda: model.decode_step(tokens, cache), steps, warmup=False)
     # the context grows by one per step: cost the middle step
     cost = toy_step_cost(model.config, 1, context_len + 1 + steps // 2, batch_size)
     return DecodeTiming(batch_size, context_len, step_s, cost.bytes, cost.flops, bandwidth_bytes_per_s)

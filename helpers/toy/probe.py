@@ -18,9 +18,11 @@ COPY_ARRAY_BYTES = 256 * 2**20
 MATMUL_N = 1024
 
 
-def best_time_s(fn: Callable[[], object], repeats: int) -> float:
-    """Fastest of ``repeats`` timed calls (after one warm-up call)."""
-    fn()
+def best_time_s(fn: Callable[[], object], repeats: int, *, warmup: bool = True) -> float:
+    """Fastest of ``repeats`` timed calls, after one untimed warm-up call unless ``warmup=False`` (for calls
+    that use up state, such as decode steps filling a sized cache, the caller warms up itself)."""
+    if warmup:
+        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -16,8 +16,14 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from helpers.hardware import list_gpus, load_gpu
-from helpers.kvcache import (DTYPE_BYTES, CapacityPlan, format_bytes, kv_bytes_per_token, kv_cache_bytes,
-                             plan_capacity)
+from helpers.kvcache import (
+    DTYPE_BYTES,
+    CapacityPlan,
+    format_bytes,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    plan_capacity,
+)
 from helpers.model_config import attention_kind
 from helpers.models import ModelSpec, list_models, load_model
 from helpers.plots.kv import plot_kv_vs_seq_len
@@ -225,7 +231,8 @@ def _compute_plan(model: str, gpu: str, gpu_memory_utilization: float, max_model
 def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *, gpu_memory_utilization: float = 0.9,
                    max_model_len: int = 4096, weight_dtype: str = "fp16", kv_dtype: str = "fp16",
                    tensor_parallel_size: int = 1) -> Panel:
-    """Capacity panel (notebook 02, "容量规划"): model x GPU x settings -> ``plan_capacity`` and its explanation.
+    """Capacity panel (notebook 02, "容量规划"): model x GPU x settings -> ``plan_capacity`` and its
+    explanation.
 
     ``panel.result`` is the ``CapacityPlan`` (KV tokens, max concurrency, fits); impossible settings show the
     error ``plan_capacity`` raises.
