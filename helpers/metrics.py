@@ -56,7 +56,7 @@ def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
         itl_lists = [r["itls_s"] for r in ok]
     multi = output > 1
     tpot = (e2el[multi] - ttft[multi]) / (output[multi] - 1)
-    itl = np.concatenate([np.asarray(x, dtype=float) for x in itl_lists]) if itl_lists else np.empty(0)
+    itl = np.concatenate(itl_lists, dtype=float) if itl_lists else np.empty(0)
     completed = len(output)
     summary: dict[str, Any] = {
         "duration": float(duration_s),

@@ -31,31 +31,34 @@ def _hash_keys(num_positions: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hash_blocks(token_ids: np.ndarray, block_size: int) -> list[int]:
-    """Chained hashes of the full blocks of ``token_ids``: h_i = h_{i-1} − r_{i-1} + r_i + Σ_t tok_t·m_t
+    """Chained hashes of the full blocks of ``token_ids``: h_i = h_{i-1} − r_{i-1} + r_i + Σ_t (tok_t + 1)·m_t
     (mod 2^64) over block i's positions t, with random m (per position) and r (per block index): equal
     iff the whole prefix is equal, up to a ~2^-40 chance."""
     return hash_prompts([token_ids], block_size)[0]
 
 
-def hash_prompts(prompts: list[np.ndarray], block_size: int) -> list[list[int]]:
+def hash_prompts(prompts: list[np.ndarray] | np.ndarray, block_size: int) -> list[list[int]]:
     """``hash_blocks`` of many prompts at once (simulate() hashes its workload in batches): the prompts
-    are stacked into one matrix (padding weighs 0), then one weighted block sum and a cumulative sum."""
+    as one matrix, a row each (padded with −1), then one weighted block sum and a cumulative sum.
+    ``prompts`` may already be that matrix (prompts of equal length, as ``Workload`` makes them)."""
     used = [len(p) // block_size * block_size for p in prompts]  # tokens in full blocks
     width = max(used, default=0)
     if width == 0:
         return [[] for _ in prompts]
-    if min(used) == width:  # all alike (the usual benchmark): no padding
+    if isinstance(prompts, np.ndarray):
+        tokens = prompts[:, :width].astype(np.int64, copy=False)
+    elif min(used) == width:  # all alike: no padding
         tokens = np.stack([p[:width] for p in prompts], dtype=np.int64)
     else:
-        tokens = np.full((len(prompts), width), -1, np.int64)  # token + 1 below: padding becomes 0
+        tokens = np.full((len(prompts), width), -1, np.int64)
         for row, prompt, n in zip(tokens, prompts, used):
             row[:n] = prompt[:n]
-    tokens += 1
     m, r = _hash_keys(width)
     num_blocks = width // block_size
     weights = m[:width].reshape(num_blocks, block_size)
     blocks = tokens.view(np.uint64).reshape(len(prompts), num_blocks, block_size)
-    sums = np.einsum("pbt,bt->pb", blocks, weights)  # Σ_t tok_t·m_t per block, wrapping mod 2^64
+    # Σ_t (tok_t + 1)·m_t per block (padding weighs 0) = Σ_t tok_t·m_t + Σ_t m_t, wrapping mod 2^64
+    sums = np.einsum("pbt,bt->pb", blocks, weights) + weights.sum(axis=1, dtype=np.uint64)
     hashes = (np.cumsum(sums, axis=1, dtype=np.uint64) + r[:num_blocks]).tolist()
     return [h if n == width else h[:n // block_size] for h, n in zip(hashes, used)]
 

@@ -36,8 +36,11 @@ class BulkDecodeMixin:
         bs = self.kv.block_size
         first_need = self.nblocks[slots] * bs - computed + 1  # >= 1: a table holds its computed tokens
         free = self.kv.pool.num_free_blocks
+        free_after_step = free - np.count_nonzero(first_need == 1)
+        if free_after_step < 0:
+            return 0  # the next step must preempt
         if self.waiting and len(running) < self.config.max_num_seqs:
-            if not self._head_blocked(len(running), free - np.count_nonzero(first_need == 1)):
+            if not self._head_blocked(len(running), free_after_step):
                 return 0
         k = int(np.minimum.reduce(self.limit[slots] - num_tokens))
         if int(np.add.reduce(np.maximum((k - first_need) // bs + 1, 0))) <= free:

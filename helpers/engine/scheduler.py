@@ -180,6 +180,10 @@ class Scheduler(BulkDecodeMixin):
                     seqs = [s for s, k in zip(self.running, keep.tolist()) if k]
                     num_new = n[keep].tolist()
                 budget -= int(n.sum())
+            elif total == len(n):  # all decoding: a block each for those crossing a boundary, in order
+                preempted = self._preempt_for_decodes(slots, np.flatnonzero(alloc))
+                seqs, num_new = list(self.running), [1] * len(self.running)
+                budget -= len(seqs)
             else:
                 budget = self._schedule_running_with_preemption(budget, n, grow, seqs, num_new, preempted)
         if not preempted:
@@ -190,6 +194,24 @@ class Scheduler(BulkDecodeMixin):
         context = self.computed[slots]
         self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())
         return SchedulerOutput(seqs, slots, new, context, new, context, preempted)
+
+    def _preempt_for_decodes(self, slots: np.ndarray, needy: np.ndarray) -> list[Sequence]:
+        """Everyone running decodes and ``self.running[needy]`` need a block each, more than are free.
+        Same as the general path below, a pool call per run of requests instead of one per request:
+        serve them in order while blocks last, then preempt the newest running request (it may be one
+        of them, or the one being served) and go on."""
+        preempted = []
+        served = 0
+        while True:
+            take = min(self.kv.pool.num_free_blocks, len(needy) - served)
+            self._give_blocks(slots, needy[served:served + take], 1)
+            served += take
+            if served == len(needy):
+                return preempted
+            victim = self.running[-1]
+            self.preempt(victim)
+            preempted.append(victim)
+            needy = needy[needy < len(self.running)]  # the victim leaves the tail of running
 
     def _schedule_running_with_preemption(self, budget: int, n: np.ndarray, grow: np.ndarray,
                                           seqs: list[Sequence], num_new: list[int],

@@ -104,7 +104,7 @@ def simulate(config: EngineConfig, gpu: GPUSpec | str, *, num_prompts: int, inpu
     return SimulationResult(requests, timeseries, summary)
 
 
-def _hashed_prompts(batches: Iterable[list[np.ndarray]],
+def _hashed_prompts(batches: Iterable[np.ndarray | list[np.ndarray]],
                     block_size: int) -> Iterator[tuple[np.ndarray, list[int]]]:
     """(prompt, its block hashes) one at a time, hashed a batch at a time."""
     for batch in batches:

@@ -45,14 +45,23 @@ class Workload:
 
         return draw(self.input_len), draw(self.output_len)
 
-    def prompt_batches(self, input_lens: np.ndarray, batch_size: int = 256) -> Iterator[list[np.ndarray]]:
+    def prompt_batches(self, input_lens: np.ndarray,
+                       batch_size: int = 256) -> Iterator[np.ndarray | list[np.ndarray]]:
         """Token ids of the prompts (int64, as the engine keeps them), ``batch_size`` at a time (shared
-        prefix + random tokens). The random tokens of a batch come from one 32-bit draw: the same stream
-        as one draw per prompt."""
+        prefix + random tokens): a matrix with a prompt per row when the batch's lengths are equal, else a
+        list. The random tokens of a batch come from one 32-bit draw: the same stream as one draw per
+        prompt."""
         rng = np.random.default_rng([self.seed, 2])
         prefix = rng.integers(0, self.vocab_size, self.shared_prefix_len, dtype=np.int32).astype(np.int64)
         for lo in range(0, len(input_lens), batch_size):
-            body_lens = np.asarray(input_lens[lo:lo + batch_size]) - len(prefix)
-            body = rng.integers(0, self.vocab_size, int(body_lens.sum()), dtype=np.int32).astype(np.int64)
-            parts = np.split(body, np.cumsum(body_lens)[:-1])
-            yield [np.concatenate([prefix, part]) for part in parts] if len(prefix) else parts
+            lens = np.asarray(input_lens[lo:lo + batch_size])
+            body_lens = lens - len(prefix)
+            body = rng.integers(0, self.vocab_size, int(body_lens.sum()), dtype=np.int32)
+            if (lens == lens[0]).all():
+                rows = np.empty((len(lens), int(lens[0])), np.int64)
+                rows[:, :len(prefix)] = prefix
+                rows[:, len(prefix):] = body.reshape(len(lens), -1)
+                yield rows
+            else:
+                parts = np.split(body.astype(np.int64), np.cumsum(body_lens)[:-1])
+                yield [np.concatenate([prefix, part]) for part in parts] if len(prefix) else parts
