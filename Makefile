@@ -16,8 +16,18 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt -e .
 	touch $(STAMP)
 
-lab: install
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
+# No news pop-up and no calls home (also right for an offline workshop): no news feed, no update check,
+# and the "get official Jupyter news?" prompt pre-answered "no" by an app-level settings override in the venv
+# (a learner can still turn news on in Settings).
+LAB_FLAGS := --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+lab: install $(LAB_OVERRIDES)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_FLAGS) $(ROOT_FLAG)
+
+$(LAB_OVERRIDES):
+	mkdir -p $(dir $@)
+	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $@
 
 test: install
 	$(PY) -m pytest

@@ -34,7 +34,7 @@ _export("toy.generate", "ToyModel", "Generation", "random_prompt")
 _export("toy.counts", "ToyStepCost", "toy_step_cost", "toy_generation_cost", "growth_exponent")
 _export("toy.probe", "copy_bandwidth_bytes_per_s", "matmul_flops_per_s")
 _export("toy.measure", "PhaseThroughput", "DecodeTiming", "phase_throughput", "decode_timing",
-        "batch_decode_timings")
+        "batch_decode_timings", "fastest_generation")
 _export("plots.toy", "plot_step_latency", "plot_generation_cost", "plot_phase_throughput",
         "plot_batch_decode", "plot_roofline", "plot_decode_prediction")
 _export("client.settings", "Settings", "load_settings", "mask_secret")
@@ -74,7 +74,7 @@ _export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttf
 _export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_tps_vs_max_tokens",
         "plot_ttft_bars")
 _export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url")
-_export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok")
+_export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok", "package_summary")
 _export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace", "BlockSnapshot")
 _export("engine.sweep", "concurrency_sweep")
 _export("plots.engine", "plot_timeline", "plot_block_table", "plot_prefix_hit_rate", "plot_itl_tail",

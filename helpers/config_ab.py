@@ -3,8 +3,9 @@
 
 The one home of the article's numbers and of its table format:
 
-- ``ARTICLE_AB`` / ``article_table()``: the table of seeds/000 §4.2 ("4090 单卡、13B 模型、输入约 1024 Token、
-  输出 256 Token"), as printed there; ``article_sweep()``: the same numbers as sweep rows with vLLM's keys.
+- ``ARTICLE_AB`` / ``article_table()``: the table in §4.2 of the first source article (原文一,
+  "4090 单卡、13B 模型、输入约 1024 Token、输出 256 Token"), as printed there; ``article_sweep()``:
+  the same numbers as sweep rows with vLLM's keys.
 - ``as_article_table``: a sweep with vLLM's keys (``helpers.sweep``, ``concurrency_sweep`` or ``simulate``
   summaries) in the format the article's script prints: 并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99 (ms, output
   throughput).
@@ -20,7 +21,8 @@ import pandas as pd
 
 from helpers.engine.config import EngineConfig
 
-# (concurrency, A tokens/s, B tokens/s, A TTFT_P99 ms, B TTFT_P99 ms) — seeds/000 §4.2; no row for 4.
+# (concurrency, A tokens/s, B tokens/s, A TTFT_P99 ms, B TTFT_P99 ms): §4.2 of the first source article
+# (原文一); it has no row for concurrency 4.
 ARTICLE_AB: tuple[tuple[int, int, int, int, int], ...] = (
     (1, 28, 30, 420, 410),
     (8, 52, 145, 2100, 680),

@@ -56,3 +56,15 @@ def check_packages(path: str | Path = REQUIREMENTS) -> list[PackageCheck]:
 def python_ok(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> bool:
     """True when this Python is at least 3.10 (pyproject's ``requires-python``)."""
     return version >= MIN_PYTHON
+
+
+def package_summary(checks: list[PackageCheck]) -> str:
+    """One line when every package is fine, else a line per package to fix (notebook 00 §1)."""
+    problems = [c for c in checks if not c.ok]
+    if not problems:
+        return f"all {len(checks)} packages in requirements.txt are installed, in range"
+    lines = [f"{len(problems)} of {len(checks)} packages need fixing:"]
+    lines += [f"  {c.name}: {'not installed' if c.installed is None else 'installed ' + c.installed}"
+              f" (required {c.required or 'any version'})" for c in problems]
+    return "\n".join(lines)
+

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import PackageCheck, check_packages, python_ok, read_requirements
+from helpers import PackageCheck, check_packages, package_summary, python_ok, read_requirements
 
 
 def test_requirements_are_parsed_without_comments_or_options(tmp_path: Path) -> None:
@@ -28,3 +28,12 @@ def test_a_missing_package_is_reported(tmp_path: Path) -> None:
 
 def test_python_version_floor() -> None:
     assert python_ok((3, 10, 0)) and not python_ok((3, 9, 18))
+
+
+def test_the_summary_is_one_line_when_all_is_well_and_names_each_problem() -> None:
+    fine = PackageCheck("numpy", ">=1.26,<3", "2.1.0")
+    assert package_summary([fine, fine]) == "all 2 packages in requirements.txt are installed, in range"
+    report = package_summary([fine, PackageCheck("openai", ">=1.40", None),
+                              PackageCheck("pandas", "<2", "2.2.0")]).splitlines()
+    assert report == ["2 of 3 packages need fixing:", "  openai: not installed (required >=1.40)",
+                      "  pandas: installed 2.2.0 (required <2)"]

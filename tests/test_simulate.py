@@ -75,7 +75,8 @@ def test_no_request_decodes_faster_than_the_roofline_ceiling():
 
 
 def test_articles_workload_b_beats_a():
-    """13B, 1024 in, 256 out, concurrency 16 (seeds/000 §4.2): B >= 3x A's throughput, TTFT P99 <= A's / 3."""
+    """13B, 1024 in, 256 out, concurrency 16 (§4.2 of the first source article, 原文一):
+    B >= 3x A's throughput, TTFT P99 <= A's / 3."""
     kwargs = dict(num_prompts=48, input_len=1024, output_len=256, concurrency=16)
     a = simulate(CONFIG_A, GPU, **kwargs).summary
     b = simulate(CONFIG_B, GPU, **kwargs).summary

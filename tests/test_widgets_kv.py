@@ -106,3 +106,12 @@ def test_capacity_panel_shows_the_error_for_impossible_settings() -> None:
     assert panel.result is None and "max_model_len" in panel.error
     panel.controls["max_model_len"].value = 4096
     assert panel.error is None and panel.result.max_model_len == 4096
+
+
+def test_typed_seq_len_is_used_and_a_length_past_the_context_is_flagged() -> None:
+    panel = kv_calculator("llama-2-7b")                      # max_position_embeddings 4096
+    panel.controls["seq_len"].value = 3000                   # a typed value, not a power of two
+    assert panel.result.total_bytes == kv_cache_bytes(load_model("llama-2-7b"), 3000)
+    assert not panel.result.exceeds_context
+    panel.controls["seq_len"].value = 8192
+    assert panel.result.exceeds_context and panel.result.total_bytes == 4 * 2**30

@@ -16,6 +16,8 @@ from matplotlib.patches import Patch
 
 from helpers.engine.trace import BlockSnapshot
 
+# White box behind a block number drawn on a hatched (shared) block, so the hatching does not cross it.
+_LABEL_BOX = {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.9}
 _PHASES = (("queued", "arrival_s", "scheduled_s", "#d9d9d9", ""),
            ("prefill", "scheduled_s", "first_token_s", "tab:orange", ""),
            ("decode", "first_token_s", "finish_s", "tab:blue", ""),
@@ -70,7 +72,8 @@ def plot_block_table(snapshot: BlockSnapshot, *, num_shown: int | None = None, p
             left.add_patch(plt.Rectangle((i, y), 0.95, 0.9, facecolor=colors[rid],
                                          alpha=1.0 if full else 0.45, ec="black", lw=0.5,
                                          hatch="///" if block in shared else ""))
-            left.text(i + 0.47, y + 0.45, str(block), ha="center", va="center", fontsize=7)
+            left.text(i + 0.47, y + 0.45, str(block), ha="center", va="center", fontsize=7,
+                      bbox=_LABEL_BOX if block in shared else None)
     left.set_xlim(0, width)
     left.set_ylim(len(owners), 0)
     left.set_yticks([y + 0.45 for y in range(len(owners))])
@@ -87,7 +90,8 @@ def plot_block_table(snapshot: BlockSnapshot, *, num_shown: int | None = None, p
         color = colors[rid] if rid else ("#bdbdbd" if block in cached else "white")
         right.add_patch(plt.Rectangle((x, y), 0.95, 0.9, facecolor=color, ec="black", lw=0.5,
                                       hatch="///" if block in shared else ""))
-        right.text(x + 0.47, y + 0.45, str(block), ha="center", va="center", fontsize=7)
+        right.text(x + 0.47, y + 0.45, str(block), ha="center", va="center", fontsize=7,
+                   bbox=_LABEL_BOX if block in shared else None)
     right.set_xlim(0, per_row)
     right.set_ylim(-(-shown // per_row), 0)
     right.set_aspect("equal")
@@ -135,19 +139,42 @@ def plot_itl_tail(itls_s: Mapping[str, np.ndarray], *, figsize: tuple[float, flo
     return fig
 
 
-def plot_kv_pressure(timeseries: Mapping[str, pd.DataFrame], *,
+def _usage_per_slice(ts: pd.DataFrame, edges: np.ndarray, samples_per_slice: int = 50) -> pd.DataFrame:
+    """Time-weighted mean, min and max KV usage (%) in each slice between ``edges``: the timeseries is a
+    step function (each value holds until the next sample), read on a fine grid; NaN outside the run."""
+    grid = np.linspace(edges[0], edges[-1], (len(edges) - 1) * samples_per_slice, endpoint=False)
+    grid += (edges[1] - edges[0]) / samples_per_slice / 2
+    times = ts["time_s"].to_numpy()
+    index = np.searchsorted(times, grid, side="right") - 1
+    usage = np.where((index >= 0) & (grid <= times[-1]), ts["kv_cache_usage"].to_numpy()[index.clip(0)] * 100,
+                     np.nan).reshape(len(edges) - 1, samples_per_slice)
+    seen = ~np.isnan(usage).all(axis=1)
+    rows = usage[seen]
+    return pd.DataFrame({"time_s": ((edges[:-1] + edges[1:]) / 2)[seen], "mean": np.nanmean(rows, axis=1),
+                         "min": np.nanmin(rows, axis=1), "max": np.nanmax(rows, axis=1)})
+
+
+def plot_kv_pressure(timeseries: Mapping[str, pd.DataFrame], *, slices: int = 40,
                      figsize: tuple[float, float] = (9, 5)) -> Figure:
-    """KV cache usage (top) and cumulative preemptions (bottom) over virtual time, one line per run
-    (``SimulationResult.timeseries``; notebook 05 §5)."""
+    """KV cache usage (top: time-weighted mean per time slice, band = min to max, since a starved pool
+    spikes to 100 % and preempts every few seconds) and cumulative preemptions (bottom) over virtual time,
+    one line per run (``SimulationResult.timeseries``; notebook 05 §5)."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=figsize, sharex=True)
+    end_s = max(ts["time_s"].max() for ts in timeseries.values())
+    edges = np.linspace(0.0, end_s, slices + 1)
     for label, ts in timeseries.items():
-        (line,) = top.step(ts["time_s"], ts["kv_cache_usage"] * 100, where="post", label=label)
+        usage = _usage_per_slice(ts, edges)
+        (line,) = top.plot(usage["time_s"], usage["mean"], "o-", markersize=3, label=label, linewidth=1.5)
+        top.fill_between(usage["time_s"], usage["min"], usage["max"], color=line.get_color(), alpha=0.15,
+                         linewidth=0)
         bottom.step(ts["time_s"], ts["num_preemptions"], where="post", color=line.get_color(), label=label)
     top.set_ylabel("KV cache usage (%)")
+    top.set_title(f"KV cache usage: mean per {end_s / slices:.1f} s slice, band = min to max", fontsize=10)
     top.set_ylim(0, 105)
-    top.legend(fontsize=8)
+    top.legend(fontsize=8, loc="lower right")
     bottom.set_ylabel("preemptions (cumulative)")
     bottom.set_xlabel("virtual time (s)")
+    bottom.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)
     return fig

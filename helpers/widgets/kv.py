@@ -28,8 +28,7 @@ from helpers.model_config import attention_kind
 from helpers.models import ModelSpec, list_models, load_model
 from helpers.plots.kv import plot_kv_vs_seq_len
 
-SEQ_LEN_OPTIONS = tuple(2**k for k in range(7, 18))  # 128 ... 131072 tokens
-MAX_MODEL_LEN_OPTIONS = tuple(2**k for k in range(10, 18))  # 1024 ... 131072 tokens
+MAX_TOKENS = 131_072  # the longest context the sliders offer (Llama-3.1's 128 K)
 WEIGHT_DTYPES = ("fp16", "bf16", "fp8", "int8", "int4")
 KV_DTYPES = ("fp16", "bf16", "fp8", "int8")
 _ARCHITECTURE = ("num_layers", "num_attention_heads", "num_kv_heads", "head_dim")
@@ -105,6 +104,11 @@ class KVEstimate:
     bytes_per_token: int
     total_bytes: int
 
+    @property
+    def exceeds_context(self) -> bool:
+        """True when ``seq_len`` is longer than the model's context window (``max_position_embeddings``)."""
+        return self.seq_len > self.model.max_position_embeddings
+
 
 def edited_model(preset: ModelSpec, num_layers: int, num_attention_heads: int, num_kv_heads: int,
                  head_dim: int) -> ModelSpec:
@@ -144,6 +148,10 @@ def _render_estimate(est: KVEstimate) -> None:
              f"per token: {_formula(model, est.dtype)} = <b>{est.bytes_per_token:,} B</b>"
              f" ({est.bytes_per_token / 2**10:,.1f} KiB)",
              f"{est.seq_len:,} tokens × batch {est.batch_size}: <b>{format_bytes(est.total_bytes)}</b>"]
+    if est.exceeds_context:
+        lines.append(f"<b style='color:#b45f06'>seq_len {est.seq_len:,} exceeds this model's context window "
+                     f"(max_position_embeddings {model.max_position_embeddings:,}): a server would reject "
+                     "such a request; the bytes are shown anyway</b>")
     if model.sliding_window and est.seq_len > model.sliding_window:
         lines.append(f"{model.num_sliding_window_layers} of {model.num_layers} layers keep only the last "
                      f"{model.sliding_window:,} tokens (sliding window)")
@@ -195,12 +203,12 @@ def kv_calculator(preset: str = "llama-2-7b", *, seq_len: int = 2048, batch_size
                                         **slider),
         "num_attention_heads": widgets.IntSlider(min=1, max=128, value=model.num_attention_heads,
                                                  description="attention heads", **slider),
-        "num_kv_heads": widgets.SelectionSlider(options=_divisors(model.num_attention_heads),
-                                                value=model.num_kv_heads, description="KV heads", **slider),
+        "num_kv_heads": widgets.Dropdown(options=_divisors(model.num_attention_heads),
+                                         value=model.num_kv_heads, description="KV heads", style=_STYLE),
         "head_dim": widgets.IntSlider(min=16, max=256, step=16, value=model.head_dim, description="head_dim",
                                       **slider),
-        "seq_len": widgets.SelectionSlider(options=SEQ_LEN_OPTIONS, value=seq_len, description="seq_len",
-                                           **slider),
+        "seq_len": widgets.IntSlider(min=128, max=MAX_TOKENS, step=128, value=seq_len, description="seq_len",
+                                     **slider),
         "batch_size": widgets.IntSlider(min=1, max=256, value=batch_size, description="batch", **slider),
         "dtype": widgets.ToggleButtons(options=list(DTYPE_BYTES), value=dtype, description="dtype",
                                        style=_STYLE),
@@ -218,7 +226,9 @@ def _render_plan(plan: CapacityPlan) -> None:
         f"{verdict}</b><br>KV cache: <b>{plan.kv_cache_tokens:,} tokens</b> ({plan.num_blocks:,} blocks of "
         f"{plan.block_size}) · max concurrency at {plan.max_model_len:,} tokens/request: "
         f"<b>{plan.max_concurrency:.2f}</b>"))
-    display(widgets.HTML(f"<pre style='line-height:1.3'>{html.escape(plan.explain())}</pre>"))
+    # pre-wrap with normal word breaks: long lines wrap between words, never inside a number
+    display(widgets.HTML("<pre style='white-space:pre-wrap; word-break:normal; overflow-wrap:normal; "
+                         f"font-family:monospace; line-height:1.3'>{html.escape(plan.explain())}</pre>"))
 
 
 def _compute_plan(model: str, gpu: str, gpu_memory_utilization: float, max_model_len: int, weight_dtype: str,
@@ -243,11 +253,11 @@ def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *, gpu_mem
                                   style=_STYLE),
         "gpu": widgets.Dropdown(options=list_gpus(), value=load_gpu(gpu).name, description="GPU",
                                 style=_STYLE),
-        "gpu_memory_utilization": widgets.FloatSlider(min=0.5, max=0.98, step=0.01,
-                                                      value=gpu_memory_utilization,
-                                                      description="gpu_memory_utilization", **slider),
-        "max_model_len": widgets.SelectionSlider(options=MAX_MODEL_LEN_OPTIONS, value=max_model_len,
-                                                 description="max_model_len", **slider),
+        "gpu_memory_utilization": widgets.FloatSlider(
+            min=0.5, max=0.98, step=0.01, value=gpu_memory_utilization, description="memory util.",
+            tooltip="vLLM's gpu_memory_utilization", **slider),
+        "max_model_len": widgets.IntSlider(min=256, max=MAX_TOKENS, step=256, value=max_model_len,
+                                           description="max_model_len", **slider),
         "weight_dtype": widgets.ToggleButtons(options=WEIGHT_DTYPES, value=weight_dtype,
                                               description="weights", style=_STYLE),
         "kv_dtype": widgets.ToggleButtons(options=KV_DTYPES, value=kv_dtype, description="KV cache",
