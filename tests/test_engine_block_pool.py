@@ -49,8 +49,8 @@ def test_freed_cached_blocks_are_reused_until_evicted_lru():
     pool = BlockPool(4)
     blocks = pool.allocate(4)
     pool.cache(blocks[:2], [11, 22])
-    pool.free(blocks[:2], num_hashed=2)
-    pool.free(blocks[2:], num_hashed=0)
+    pool.free(blocks[:2], [11, 22])
+    pool.free(blocks[2:], [])
     assert pool.lookup([11, 22]) == blocks[:2] and pool.num_free_blocks == 4
     pool.allocate(3)  # 2 uncached + the least recently freed cached block (22 freed first, tail first)
     assert pool.lookup([11]) == [blocks[0]] and pool.lookup([11, 22]) == [blocks[0]]

@@ -111,3 +111,15 @@ def test_summary_of_a_dataframe_equals_summary_of_its_records():
     frame = result.requests.assign(success=[True] * 11 + [False])
     assert summarize(frame, 3.0) == summarize(frame.to_dict("records"), 3.0)
     assert summarize(frame, 3.0)["failed"] == 1
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_garbage_collector_is_restored_after_a_run(enabled):
+    import gc
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        simulate(CONFIG_B, GPU, num_prompts=4, input_len=64, output_len=8, concurrency=2)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()

@@ -66,12 +66,15 @@ def hash_prompts(prompts: list[np.ndarray] | np.ndarray, block_size: int) -> lis
 class BlockPool:
     """Free lists, the hash -> block map and reference counts of cached blocks.
 
-    Plain Python lists and dicts, updated a whole block table at a time through C-level ``map``/``update``
+    Plain Python lists and dicts, updated a whole block table at a time through C-level ``update``
     calls: a request's tens of blocks cost a few dict operations each, not a Python loop. The LRU list of
     free cached blocks is an insertion-ordered dict block -> hash (least recently freed first; a hit that
     revives a block deletes its entry); an evicted block's hash leaves the hash map at once (while a block
-    is cached no other block can take its hash, so the entry is its own). ``_extra`` counts the users of
-    an in-use cached block beyond its first, so freeing an unshared table (the usual case) needs no count.
+    is cached no other block can take its hash, so the entry is its own). The owner of a block table
+    knows its blocks' hashes (a hit block's hash is the owner's own prefix hash), so the pool keeps no
+    block -> hash map, only the few in-use blocks whose hash another block already held. ``_extra``
+    counts the users of an in-use cached block beyond its first, so freeing an unshared table (the usual
+    case) needs no count.
     """
 
     def __init__(self, num_blocks: int) -> None:
@@ -80,9 +83,7 @@ class BlockPool:
         self.num_blocks = num_blocks
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))  # uncached free blocks, a stack
         self._cached: dict[int, int] = {}                  # hash -> block, cached blocks only
-        # block -> its hash; exact for cached blocks and for the hashed prefix of every block table
-        # (None there marks a duplicate left uncached); stale elsewhere and never read there
-        self._hash: list[int | None] = [None] * num_blocks
+        self._duplicates: set[int] = set()                  # in-use blocks left uncached (hash taken)
         self._extra = [0] * num_blocks                      # users of an in-use cached block beyond one
         self._num_shared = 0                                # blocks with _extra > 0
         self._lru: dict[int, int] = {}                      # free cached block -> hash, oldest first
@@ -155,31 +156,31 @@ class BlockPool:
     def cache(self, blocks: list[int], hashes: list[int]) -> None:
         """Register freshly filled blocks under their hashes; a hash already cached (the same prefix
         computed twice at once) leaves the duplicate block uncached, as vLLM does."""
-        cached, block_hash = self._cached, self._hash
+        cached = self._cached
         if not cached.keys().isdisjoint(hashes):
             keep = [i for i, h in enumerate(hashes) if h not in cached]
-            for i in set(range(len(blocks))).difference(keep):
-                block_hash[blocks[i]] = None
+            self._duplicates.update(blocks[i] for i in set(range(len(blocks))).difference(keep))
             blocks, hashes = [blocks[i] for i in keep], [hashes[i] for i in keep]
         cached.update(zip(hashes, blocks))
-        for b, h in zip(blocks, hashes):
-            block_hash[b] = h
 
-    def free(self, blocks: list[int], num_hashed: int) -> None:
-        """Release one owner's block table; its first ``num_hashed`` blocks may be cached. Blocks are
-        released last-first so that a prompt's tail is evicted before its (more shareable) head."""
+    def free(self, blocks: list[int], hashes: list[int]) -> None:
+        """Release one owner's block table whose first ``len(hashes)`` blocks were registered (hit or
+        cached) under ``hashes``. Blocks are released last-first so that a prompt's tail is evicted
+        before its (more shareable) head."""
         free, lru, extra = self._free, self._lru, self._extra
+        num_hashed = len(hashes)
         free.extend(reversed(blocks[num_hashed:]))
         if not num_hashed:
             return
         hashed = blocks[num_hashed - 1::-1]
-        block_hash = self._hash
-        hashes = [block_hash[b] for b in hashed]
-        if None not in hashes and not (self._num_shared and any(map(extra.__getitem__, hashed))):
-            lru.update(zip(hashed, hashes))  # the usual case: their only owner leaves
+        duplicates = self._duplicates
+        if not (duplicates and not duplicates.isdisjoint(hashed)) and not (
+                self._num_shared and any(map(extra.__getitem__, hashed))):
+            lru.update(zip(hashed, reversed(hashes)))  # the usual case: their only owner leaves
             return
-        for b, h in zip(hashed, hashes):
-            if h is None:
+        for b, h in zip(hashed, reversed(hashes)):
+            if b in duplicates:
+                duplicates.remove(b)
                 free.append(b)
             elif extra[b]:
                 extra[b] -= 1

@@ -16,9 +16,13 @@ if TYPE_CHECKING:
     from helpers.engine.request import Sequence
 
 
+PREEMPT = -1
+
+
 class BulkDecodeMixin:
     def bulk_horizon(self) -> int:
-        """How many pure-decode steps can run at once from now, 0 if the next step is not one.
+        """How many pure-decode steps can run at once from now, 0 if the next step is not one, and
+        ``PREEMPT`` if it is one but the pool cannot give every request its next block.
 
         They are possible while everyone running is decoding within the budget and nobody waiting can be
         admitted; they last until one finishes a request (that step included) or the pool runs out of
@@ -38,7 +42,7 @@ class BulkDecodeMixin:
         free = self.kv.pool.num_free_blocks
         free_after_step = free - np.count_nonzero(first_need == 1)
         if free_after_step < 0:
-            return 0  # the next step must preempt
+            return PREEMPT  # the next step must preempt (preempt_for_decode_step)
         if self.waiting and len(running) < self.config.max_num_seqs:
             if not self._head_blocked(len(running), free_after_step):
                 return 0
@@ -62,6 +66,14 @@ class BulkDecodeMixin:
         blocks = -(-(computed + min(need, budget)) // self.kv.block_size) - len(hits)
         blocks += self.kv.pool.num_evictable(hits)
         return blocks > free_after_decodes
+
+    def preempt_for_decode_step(self) -> int:
+        """Start a pure-decode step that lacks blocks (``bulk_horizon() == PREEMPT``) as ``schedule()``
+        would: blocks in order while they last, preempting the newest running requests. The step itself
+        is then ``advance_decode(1, ...)`` of the survivors. Returns how many were preempted."""
+        slots = self.running_slots()
+        needy = np.flatnonzero(self.nblocks[slots] * self.kv.block_size == self.computed[slots])
+        return len(self._preempt_for_decodes(slots, needy))
 
     def advance_decode(self, steps: int, step_idx: int, end_s: np.ndarray) -> list[Sequence]:
         """Apply ``steps`` decode steps at once (``steps`` <= ``bulk_horizon()``); ``end_s`` are their end

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.engine.bulk_decode import PREEMPT
 from helpers.engine.config import EngineConfig
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Request, RequestRecord, Sequence, Status
@@ -194,14 +195,18 @@ class LLMEngine:
         produced, finished = self.scheduler.update_from_output(out, idx, end)
         return out, produced, finished
 
-    def _run_decode_steps(self, until_s: float) -> tuple[int, int, list[Sequence]]:
+    def _run_decode_steps(self, until_s: float) -> tuple[int, int, int, list[Sequence]]:
         """simulate()'s fast path: run as many pure-decode steps as can start before ``until_s`` and
-        before the state changes (a finish, a preemption point), all at once. Exactly the same as
-        calling ``step()`` that many times. Returns (steps, tokens, finished); (0, 0, []) if not possible."""
+        before the state changes (a finish, a preemption point), all at once; a pure-decode step that
+        must preempt first runs alone. Exactly the same as calling ``step()`` that many times. Returns
+        (steps, batch size, tokens, finished); (0, 0, 0, []) if not possible."""
         sched = self.scheduler
         steps = sched.bulk_horizon()
-        if steps == 0:
-            return 0, 0, []
+        if steps == PREEMPT and until_s > self.now_s:
+            sched.preempt_for_decode_step()
+            steps = 1
+        if steps <= 0:
+            return 0, 0, 0, []
         slots = sched.running_slots()
         times = self.cost_model.decode_times_s(sched.computed[slots], steps)
         ends = np.cumsum(np.concatenate(([self.now_s], times)))[1:]
@@ -209,12 +214,12 @@ class LLMEngine:
             starts = np.concatenate(([self.now_s], ends[:-1]))
             steps = int(np.searchsorted(starts, until_s, side="left"))
             if steps == 0:
-                return 0, 0, []
+                return 0, 0, 0, []
             ends = ends[:steps]
         idx = self._append_step_ends(ends)
         self.now_s = float(ends[-1])
         batch = len(slots)
-        return steps, steps * batch, sched.advance_decode(steps, idx, ends)
+        return steps, batch, steps * batch, sched.advance_decode(steps, idx, ends)
 
     def stats(self) -> EngineStats:
         pool = self.kv.pool

@@ -65,6 +65,7 @@ class KVCacheManager:
         return True
 
     def free(self, seq: Sequence) -> None:
-        self.pool.free(seq.block_table, seq.num_hashed_blocks)
+        hashes = seq.block_hashes[:seq.num_hashed_blocks] if seq.num_hashed_blocks else []
+        self.pool.free(seq.block_table, hashes)
         seq.block_table = []
         seq.num_hashed_blocks = 0

@@ -9,6 +9,8 @@ the same arguments give the same results. Decode stretches run in bulk (exactly,
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import json
 import math
@@ -57,6 +59,29 @@ def simulate(config: EngineConfig, gpu: GPUSpec | str, *, num_prompts: int, inpu
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if request_rate is not None and not request_rate > 0:
         raise ValueError(f"request_rate must be > 0 requests/s (or None for no pacing), got {request_rate}")
+    with _gc_paused():
+        return _simulate(config, gpu, num_prompts, input_len, output_len, concurrency, request_rate,
+                         shared_prefix_len, range_ratio, seed, model, bulk, engine_kwargs)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector during a run: a run makes no reference cycles, but its
+    many short-lived containers would trigger collections that rescan every live request (~5 % of the
+    run's time). The collector's previous state is restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_len: int, output_len: int,
+              concurrency: int | None, request_rate: float | None, shared_prefix_len: int, range_ratio: float,
+              seed: int, model: ModelSpec | None, bulk: bool, engine_kwargs: dict[str, Any]
+              ) -> SimulationResult:
     engine = LLMEngine(config, gpu, model=model, **engine_kwargs)
     workload = Workload(num_prompts, input_len, output_len, shared_prefix_len, range_ratio, seed,
                         engine.model.vocab_size)
@@ -84,8 +109,7 @@ def simulate(config: EngineConfig, gpu: GPUSpec | str, *, num_prompts: int, inpu
             engine.advance_to(pending[0][0])
             continue
         until = pending[0][0] if pending else math.inf
-        batch = len(sched.running)
-        steps, tokens, finished = engine._run_decode_steps(until) if bulk else (0, 0, [])
+        steps, batch, tokens, finished = engine._run_decode_steps(until) if bulk else (0, 0, 0, [])
         if steps == 0:
             out, _, finished = engine._run_step()
             steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
