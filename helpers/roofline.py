@@ -89,7 +89,7 @@ class StepCostModel:
         """Cost of one step whose items have ``new_tokens[i]`` new tokens after ``context[i]`` cached ones."""
         n = np.asarray(new_tokens)
         c = np.asarray(context)
-        total = float(n.sum())
+        total = float(np.add.reduce(n))
         if total == 0:
             return StepCost(0.0, 0.0, 0.0, 0.0, 0.0)
         if self.sliding_window and self.sliding_fraction:
@@ -98,7 +98,7 @@ class StepCostModel:
             kv_tokens = float((self.effective_context(c) + n).sum())
         else:  # Σ n·(c + n/2) = n·c + n·n/2 and Σ (c + n): whole token counts, so the sums are exact
             attn = float(n @ c) + float(n @ n) / 2
-            kv_tokens = float(c.sum()) + total
+            kv_tokens = float(np.add.reduce(c)) + total
         return self._price(total, attn, kv_tokens)
 
     def _price(self, total: float, attn: float, kv_tokens: float) -> StepCost:
@@ -117,7 +117,7 @@ class StepCostModel:
             kv_tokens = (self.effective_context(c) + 1.0).sum(axis=1)
         else:  # step j: Σ (c + j + 1/2) and Σ (c + j + 1), exact sums of whole and half tokens
             step = np.arange(num_steps, dtype=float)
-            context_sum = float(np.sum(context))
+            context_sum = float(np.add.reduce(context))
             attn = context_sum + batch * (step + 0.5)
             kv_tokens = context_sum + batch * (step + 1.0)
         flops = self.flops_per_token * batch + self.attn_flops_per_token_ctx * attn

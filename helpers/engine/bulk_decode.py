@@ -72,7 +72,7 @@ class BulkDecodeMixin:
         would: blocks in order while they last, preempting the newest running requests. The step itself
         is then ``advance_decode(1, ...)`` of the survivors. Returns how many were preempted."""
         slots = self.running_slots()
-        needy = np.flatnonzero(self.nblocks[slots] * self.kv.block_size == self.computed[slots])
+        needy = (self.nblocks[slots] * self.kv.block_size == self.computed[slots]).nonzero()[0]
         return len(self._preempt_for_decodes(slots, needy))
 
     def advance_decode(self, steps: int, step_idx: int, end_s: np.ndarray) -> list[Sequence]:
@@ -81,7 +81,7 @@ class BulkDecodeMixin:
         slots = self.running_slots()
         computed = self.computed[slots] + steps
         grow = (computed + (self.kv.block_size - 1)) // self.kv.block_size - self.nblocks[slots]
-        indices = np.flatnonzero(grow > 0)
+        indices = (grow > 0).nonzero()[0]
         counts = grow[indices]
         self._give_blocks(slots, indices, 1 if len(counts) and counts.max() == 1 else counts)
         self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())

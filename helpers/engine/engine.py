@@ -209,7 +209,7 @@ class LLMEngine:
             return 0, 0, 0, []
         slots = sched.running_slots()
         times = self.cost_model.decode_times_s(sched.computed[slots], steps)
-        ends = np.cumsum(np.concatenate(([self.now_s], times)))[1:]
+        ends = np.add.accumulate(np.concatenate(([self.now_s], times)))[1:]
         if until_s <= (ends[-2] if steps > 1 else self.now_s):  # not all of them start before it
             starts = np.concatenate(([self.now_s], ends[:-1]))
             steps = int(np.searchsorted(starts, until_s, side="left"))

@@ -41,7 +41,7 @@ class SchedulerOutput:
 
     @property
     def num_scheduled_tokens(self) -> int:
-        return int(self.num_new.sum())
+        return int(np.add.reduce(self.num_new))
 
 
 class Scheduler(BulkDecodeMixin):
@@ -160,18 +160,18 @@ class Scheduler(BulkDecodeMixin):
             slots = self.running_slots()
             computed = self.computed[slots]
             need = self.num_tokens[slots] - computed
-            total = int(need.sum())
+            total = int(np.add.reduce(need))
             n = need if total <= budget else np.clip(budget - (np.cumsum(need) - need), 0, need)
             bs = self.kv.block_size
             grow = (computed + n + (bs - 1)) // bs - self.nblocks[slots]
             alloc = grow > 0
             if int(np.add.reduce(grow[alloc])) <= self.kv.pool.num_free_blocks:  # no preemption: vector path
                 if total == len(n):  # all decoding: those crossing a block boundary get one block each
-                    self._give_blocks(slots, np.flatnonzero(alloc), 1)
+                    self._give_blocks(slots, alloc.nonzero()[0], 1)
                 else:
                     decode = n == 1  # decodes as above, in one call; prefill chunks one at a time
-                    self._give_blocks(slots, np.flatnonzero(decode & alloc), 1)
-                    for i in np.flatnonzero(~decode & (alloc | (n > 1))).tolist():
+                    self._give_blocks(slots, (decode & alloc).nonzero()[0], 1)
+                    for i in (~decode & (alloc | (n > 1))).nonzero()[0].tolist():
                         self._allocate(self.running[i], int(n[i]))
                 if total <= budget:
                     seqs, num_new = list(self.running), n.tolist()
@@ -179,9 +179,9 @@ class Scheduler(BulkDecodeMixin):
                     keep = n > 0
                     seqs = [s for s, k in zip(self.running, keep.tolist()) if k]
                     num_new = n[keep].tolist()
-                budget -= int(n.sum())
+                budget -= int(np.add.reduce(n))
             elif total == len(n):  # all decoding: a block each for those crossing a boundary, in order
-                preempted = self._preempt_for_decodes(slots, np.flatnonzero(alloc))
+                preempted = self._preempt_for_decodes(slots, alloc.nonzero()[0])
                 seqs, num_new = list(self.running), [1] * len(self.running)
                 budget -= len(seqs)
             else:
