@@ -63,7 +63,8 @@ class Scheduler(BulkDecodeMixin):
         self._free_slots = list(range(size - 1, -1, -1))
         self.nblocks = np.zeros(size, np.int64)     # length of the block table
         self._by_slot: list[Sequence | None] = [None] * size
-        self._running_slots: np.ndarray | None = None  # slots of self.running, in order (cached)
+        self._slot_list: list[int] = []                # slots of self.running, in order
+        self._running_slots: np.ndarray | None = None  # the same as an array (cached)
 
     # -- bookkeeping ------------------------------------------------------------------------------------
     def _slots(self, seqs: list[Sequence]) -> np.ndarray:
@@ -71,11 +72,12 @@ class Scheduler(BulkDecodeMixin):
 
     def running_slots(self) -> np.ndarray:
         if self._running_slots is None:
-            self._running_slots = self._slots(self.running)
+            self._running_slots = np.array(self._slot_list, np.int64)
         return self._running_slots
 
     def _remove_running(self, seq: Sequence) -> None:
         self.running.remove(seq)
+        self._slot_list.remove(seq.slot)
         self._running_slots = None
 
     def _give_blocks(self, slots: np.ndarray, indices: np.ndarray, counts: np.ndarray | int) -> None:
@@ -115,6 +117,7 @@ class Scheduler(BulkDecodeMixin):
         self.seg_next[slot] = -1
         self.nblocks[slot] = len(seq.block_table)
         self.running.append(seq)
+        self._slot_list.append(slot)
         self._running_slots = None
 
     def close_segment(self, seq: Sequence) -> None:
