@@ -1,16 +1,24 @@
-"""How accurate is the load-test harness? Its TTFT and TPOT against the mock's own server-side figures.
+"""How accurate is the load-test harness? Its TTFT and TPOT against the mock's own stamps.
 
-The mock reports, for every streamed request, ``server_ttft_s`` (its handler started → first content token
-handed to the socket) and the simulated figures × ``time_scale``. The harness measures request written to the
-socket → first content chunk read. The difference should stay under 3 ms at P99, and output tokens must be
-exact. Both sides also stamp absolute CLOCK_MONOTONIC times (shared by the processes of one Linux machine), so
-the error splits into the request path (client wrote the request → the mock's handler started: the server's
-event loop and HTTP parsing, which ``server_ttft_s`` cannot see) and the response path (the mock wrote the
-first token → the client read it: the client's event loop).
+For every streamed request the mock reports absolute CLOCK_MONOTONIC stamps (``time.perf_counter()`` on
+Linux, shared by the processes of one machine): ``received_monotonic_s`` (its handler started) and
+``first_token_monotonic_s`` (it wrote the first content token to the socket). The harness reports
+``sent_monotonic_s`` (it started sending the request) and TTFT (sent → first content chunk received). So the
+true TTFT of a request, as any client sees it, is ``first_token_monotonic_s − sent_monotonic_s``, and
+
+    harness error = harness TTFT − (first_token_monotonic_s − sent_monotonic_s)
+                  = the response path: the mock wrote the first token → the harness stamped its arrival.
+
+That is the error of the measuring tool; target: P99 under 3 ms at every concurrency, output tokens exact.
+The true TTFT also contains the request path (the client sent → the mock's handler started: the server's
+event loop and HTTP parsing, i.e. the mock's own queueing). That is real latency any client sees, not a
+measuring error, and exactly what the mock's ``server_ttft_s`` (handler started → first token) leaves out:
+the ``vsrv`` columns (harness TTFT − ``server_ttft_s`` = request path + harness error) and the
+request path are printed beside the headline so nothing is hidden.
 
 The mock runs in a child process (as a real server would, on its own core and event loop). ``runq`` is how
 long the client and the mock were ready to run but waited for a CPU (Linux ``/proc/PID/schedstat``): on a
-small shared machine the tail of the error follows it, not the harness.
+small shared machine the tail of the request path follows it.
 
     .venv/bin/python benchmarks/client_accuracy.py [--concurrency 1 16 64] [--time-scale 0.5]
 """
@@ -77,23 +85,25 @@ def measure(
         ]
     )
     sim_tpot_s = np.array([t["tpot_s"] * t["time_scale"] for t in timing])
-    ttft_err_ms = (ok["ttft_s"].to_numpy() - server_ttft_s) * 1000
+    ttft_s = ok["ttft_s"].to_numpy()
     sent = ok["sent_monotonic_s"].to_numpy()
+    true_ttft_s = np.array([t["first_token_monotonic_s"] for t in timing]) - sent
+    err_ms = (ttft_s - true_ttft_s) * 1000
+    vs_server_ms = (ttft_s - server_ttft_s) * 1000
     request_ms = (np.array([t["received_monotonic_s"] for t in timing]) - sent) * 1000
-    response_ms = (sent + ok["ttft_s"].to_numpy() - [t["first_token_monotonic_s"] for t in timing]) * 1000
     tpot_err_ms = (ok["tpot_s"].to_numpy() - server_tpot_s) * 1000
     chunks = ok["itls_s"].map(len) + 1
     return {
         "completed": len(ok),
         "failed": int((~df["success"]).sum()),
         "median_ttft_ms": float(ok["ttft_s"].median() * 1000),
-        "ttft_err_p50_ms": float(np.percentile(ttft_err_ms, 50)),
-        "ttft_err_p99_ms": float(np.percentile(ttft_err_ms, 99)),
-        "ttft_err_max_ms": float(ttft_err_ms.max()),
+        "err_p50_ms": float(np.percentile(err_ms, 50)),
+        "err_p99_ms": float(np.percentile(err_ms, 99)),
+        "err_max_ms": float(err_ms.max()),
+        "vs_server_p50_ms": float(np.percentile(vs_server_ms, 50)),
+        "vs_server_p99_ms": float(np.percentile(vs_server_ms, 99)),
         "request_p50_ms": float(np.percentile(request_ms, 50)),
         "request_p99_ms": float(np.percentile(request_ms, 99)),
-        "response_p50_ms": float(np.percentile(response_ms, 50)),
-        "response_p99_ms": float(np.percentile(response_ms, 99)),
         "median_tpot_ms": float(ok["tpot_s"].median() * 1000),
         "tpot_err_p99_ms": float(np.percentile(np.abs(tpot_err_ms), 99)),
         "tpot_vs_sim_p99_pct": float(np.percentile(np.abs(ok["tpot_s"] / sim_tpot_s - 1), 99) * 100),
@@ -115,15 +125,19 @@ def main() -> None:
     args = parser.parse_args()
     header = (
         f"{'conc':>4} {'ok/fail':>8} {'TTFT p50':>9} {'err p50':>8} {'err p99':>8} {'err max':>8} "
-        f"{'req p50':>8} {'req p99':>8} {'resp p50':>8} {'resp p99':>8} {'runq ms':>13} "
+        f"{'vsrv p50':>8} {'vsrv p99':>8} {'req p50':>8} {'req p99':>8} {'runq ms':>13} "
         f"{'TPOT p50':>9} {'|err| p99':>9} {'vs sim p99':>10} tokens"
     )
     print(
         f"mock: config_b, a100-80gb, time_scale {args.time_scale}; {args.num_prompts} requests/level, "
-        f"{args.input_len} in / {args.output_len} out; errors = harness − server (ms); "
-        "req/resp = the error's request and response paths; runq = client/mock time waiting for a CPU "
-        "during the level"
+        f"{args.input_len} in / {args.output_len} out; times in ms"
     )
+    print("err  = harness TTFT − (mock wrote the first token − harness sent): the harness's error, i.e. the "
+          "response path (target: p99 < 3)")
+    print("vsrv = harness TTFT − the mock's server_ttft_s = request path + err")
+    print("req  = request path: harness sent → mock handler started (the mock's own queueing: real latency)")
+    print("runq = client/mock time waiting for a CPU during the level; TPOT |err| = |harness − mock|; "
+          "vs sim = harness TPOT / simulated − 1")
     print(header)
     with spawn_mock_server(
         "data/vllm/config_b.yaml", extra_args=["--time-scale", str(args.time_scale)]
@@ -140,9 +154,9 @@ def main() -> None:
             runq = "/".join(f"{ms:.0f}" for ms in runq_ms)
             print(
                 f"{concurrency:>4} {r['completed']:>4}/{r['failed']:<3} {r['median_ttft_ms']:>9.2f} "
-                f"{r['ttft_err_p50_ms']:>8.3f} {r['ttft_err_p99_ms']:>8.3f} {r['ttft_err_max_ms']:>8.3f} "
-                f"{r['request_p50_ms']:>8.3f} {r['request_p99_ms']:>8.3f} {r['response_p50_ms']:>8.3f} "
-                f"{r['response_p99_ms']:>8.3f} {runq:>13} "
+                f"{r['err_p50_ms']:>8.3f} {r['err_p99_ms']:>8.3f} {r['err_max_ms']:>8.3f} "
+                f"{r['vs_server_p50_ms']:>8.3f} {r['vs_server_p99_ms']:>8.3f} {r['request_p50_ms']:>8.3f} "
+                f"{r['request_p99_ms']:>8.3f} {runq:>13} "
                 f"{r['median_tpot_ms']:>9.3f} {r['tpot_err_p99_ms']:>9.3f} {r['tpot_vs_sim_p99_pct']:>9.1f}% "
                 f"{'exact' if r['tokens_exact'] else 'WRONG'}"
             )

@@ -16,12 +16,14 @@ from helpers.bench import (
     arrival_times_s,
     arun_benchmark,
     load_jsonl,
+    loadgen,
     run_benchmark,
     summarize_results,
     sweep,
     synthetic_prompts,
     to_simulated,
 )
+from helpers.bench.records import RequestResult
 from helpers.server.faults import FaultInjector
 from helpers.server.launcher import start_mock_server
 
@@ -141,9 +143,39 @@ def test_the_clock_starts_after_the_semaphore_so_client_queueing_is_not_ttft(ser
 
 
 def test_the_pool_holds_every_concurrent_request(server):
-    result = _run(server, synthetic_prompts(8, 64, 30, seed=6), concurrency=8)
-    starts = result.requests["start_s"]
-    assert starts.max() - starts.min() < result.requests["ttft_s"].min()  # all 8 sent before any first token
+    result = _run(server, synthetic_prompts(8, 64, 200, seed=6), concurrency=8)
+    df = result.requests
+    # all 8 in flight at once: the last one was sent before the first one ended (a pool smaller than the
+    # concurrency would hold a request back until a connection came free)
+    assert df["start_s"].max() < (df["start_s"] + df["e2el_s"]).min()
+
+
+def test_a_burst_of_requests_leaves_one_per_turn_of_the_event_loop(monkeypatch):
+    # so the loop reads the network between two sends: a wave of 64 requests (about 1 ms of SDK work each)
+    # sent in one turn would leave every stream unread for 64 ms
+    turn = 0
+    sent_in_turn: list[int] = []
+
+    async def measure_request(client, model, prompt, *, index, start_s, queue_wait_s, ignore_eos):
+        sent_in_turn.append(turn)
+        await asyncio.sleep(0.001)
+        return RequestResult(index=index, success=True, start_s=start_s, queue_wait_s=queue_wait_s)
+
+    async def count_turns() -> None:
+        nonlocal turn
+        while True:
+            turn += 1
+            await asyncio.sleep(0)
+
+    async def run() -> None:
+        counter = asyncio.create_task(count_turns())
+        await loadgen._send_all(None, MODEL, synthetic_prompts(8, 64, 4, seed=5), concurrency=8,
+                                send_at_s=np.zeros(8), ignore_eos=True, on_done=lambda result: None)
+        counter.cancel()
+
+    monkeypatch.setattr(loadgen, "measure_request", measure_request)
+    asyncio.run(run())
+    assert len(sent_in_turn) == 8 and len(set(sent_in_turn)) == 8
 
 
 def test_request_rate_mode_sends_at_poisson_times():

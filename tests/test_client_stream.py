@@ -14,6 +14,7 @@ from scripted_sse import Reply, ScriptedServer, chat_stream
 from helpers.client.factory import make_async_client, make_client
 from helpers.client.metrics import NoTokensError
 from helpers.client.naive import naive_measure, naive_p99
+from helpers.client.rxclock import KERNEL_STAMPS
 from helpers.client.stream import astream_once, stream_once
 
 SCRIPT_TOL_S = 0.025  # measured vs scripted offsets
@@ -138,6 +139,25 @@ def test_astream_once_measures_like_stream_once(server) -> None:
     assert metrics.ttft_s == pytest.approx(0.15, abs=SCRIPT_TOL_S)
     assert metrics.itl_s == pytest.approx([0.05, 0.10], abs=SCRIPT_TOL_S)
     assert (metrics.completion_tokens, metrics.text_chunks) == (9, 3)
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps are Linux-only")
+def test_a_chunk_that_arrives_while_the_loop_is_busy_keeps_its_arrival_time(server) -> None:
+    async def run():
+        async with make_async_client(base_url=server.base_url) as aclient:
+            await astream_once(aclient, "warmup", MESSAGES, 4)
+
+            async def busy() -> float:  # another stream's work holds the loop as the first content arrives
+                await asyncio.sleep(0.12)
+                time.sleep(0.06)
+                return time.perf_counter()
+
+            return await asyncio.gather(astream_once(aclient, "basic", MESSAGES, 64), busy())
+
+    metrics, busy_until_s = asyncio.run(run())
+    first_content_sent_s = server.served[-1].sent_at[1]  # scripted at 150 ms, the next one at 200 ms
+    assert busy_until_s - first_content_sent_s > 0.015  # it waited unread: a stamp at the read is that late
+    assert metrics.sent_monotonic_s + metrics.ttft_s == pytest.approx(first_content_sent_s, abs=0.002)
 
 
 def test_naive_measure_reproduces_the_articles_errors_on_the_same_stream(client) -> None:

@@ -11,10 +11,14 @@ is a hidden client-side queue). Two modes, as vLLM's ``benchmarks/serve.py``:
 
 The clock of each request starts when it is sent, after it has got its slot; the wait for the slot is kept
 apart as ``queue_wait_s`` (starting the clock before the semaphore counts client queueing as server TTFT,
-vllm#54101). Warm-up requests open the connections and are left out of the figures. Every request ends as a
-record, failed or not, appended to ``save_jsonl`` as it finishes. During a run the objects that existed
-before it sit in the GC's permanent generation (``gc.freeze``): a full collection of a notebook's heap
-(pandas, the SDK...) would otherwise stop every stream for tens of milliseconds and show up as latency.
+vllm#54101). Requests leave one per turn of the event loop, with the network read in between: when a wave of
+streams ends in one engine step, the next wave's requests (about 1 ms of SDK work each) would otherwise all
+run before any chunk is read, and a chunk left unread that long is stamped late (with kernel stamps: merged
+with the next one, ``helpers.client.rxclock``). Warm-up requests open the connections and are left out of the
+figures. Every request ends as a record, failed or not, appended to ``save_jsonl`` as it finishes. During a
+run the objects that existed before it sit in the GC's permanent generation (``gc.freeze``): a full
+collection of a notebook's heap (pandas, the SDK...) would otherwise stop every stream for tens of
+milliseconds and show up as latency.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ async def _send_all(
 ) -> float:
     """Send every prompt on schedule; returns the wall time from the start to the last request's end."""
     slots = asyncio.Semaphore(concurrency) if concurrency else None
+    leaving = asyncio.Lock()  # one request leaves per turn of the loop (module doc)
     t0 = time.perf_counter()
 
     async def one(index: int, prompt: BenchPrompt) -> None:
@@ -97,6 +102,8 @@ async def _send_all(
             await asyncio.sleep(delay_s)
         queued = time.perf_counter()
         async with slots if slots is not None else contextlib.nullcontext():
+            async with leaving:
+                await asyncio.sleep(0)  # hold it for one turn, so the requests behind it wait for the next
             sent = time.perf_counter()
             result = await measure_request(
                 client,

@@ -10,6 +10,9 @@
 - Proxy variables are ignored for loopback hosts (see ``helpers.client.proxies``), honoured for remote ones.
 - A request hook lets ``stream_once`` start its clock when the request is really sent
   (``helpers.client.sendclock``).
+- Plain ``http://`` with no proxy in between (the local mock, a local vLLM), on Linux: connections from
+  ``helpers.client.rxclock``, so that ``stream_once`` stamps each chunk with the kernel's receive time.
+  https (TaoToken) and proxied requests keep the default connections.
 
 Both the openai 1.x and 3.x SDKs accept an HTTP client through ``http_client``, so we build one ourselves,
 on the SDK's own stack: ``httpx2`` with openai 3.x, ``httpx`` with 1.x. Not only for consistency: the pool of
@@ -19,17 +22,22 @@ count as latency; ``httpcore2``'s pool is linear.
 """
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import openai
 
 try:  # openai 3.x ships its own HTTP stack
+    import httpcore2 as httpcore
     import httpx2 as httpx
 except ImportError:  # openai 1.x
+    import httpcore  # type: ignore[no-redef]
     import httpx  # type: ignore[no-redef]
 
+from . import rxclock
 from .sendclock import astamp_request, stamp_request
 from .settings import MOCK_API_KEY
 from .urls import is_loopback_host
@@ -61,10 +69,48 @@ def _connection(
     return base_url, api_key
 
 
+@dataclass(frozen=True)
+class _Stack:
+    """The sync or async class of each layer a measuring client is built from."""
+
+    sdk: type
+    http_client: type
+    request_hook: Callable
+    transport: type
+    pool: type
+    stamped_backend: type
+
+
+_SYNC = _Stack(openai.OpenAI, httpx.Client, stamp_request, httpx.HTTPTransport, httpcore.ConnectionPool,
+               rxclock.StampedBackend)
+_ASYNC = _Stack(openai.AsyncOpenAI, httpx.AsyncClient, astamp_request, httpx.AsyncHTTPTransport,
+                httpcore.AsyncConnectionPool, rxclock.AsyncStampedBackend)
+
+
+def _kernel_stamps(scheme: str, loopback: bool) -> bool:
+    """Plain http straight to the server (loopback never goes through a proxy; elsewhere any http or all
+    proxy variable counts)."""
+    if not rxclock.KERNEL_STAMPS or scheme != "http":
+        return False
+    return loopback or not {"http", "all"} & urllib.request.getproxies().keys()
+
+
+def _stamped_transport(stack: _Stack, limits: httpx.Limits) -> Any:
+    """httpx's own transport (request and response conversion, error mapping) on a pool of
+    ``helpers.client.rxclock`` connections. httpx keeps its pool in a private attribute, ``_pool`` (httpx
+    0.18+ and httpx2 alike); tests/test_client_rxclock.py fails if that changes."""
+    transport = stack.transport(verify=False)  # mounted for http:// only: it never speaks TLS
+    transport._pool = stack.pool(
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=stack.stamped_backend(),
+    )
+    return transport
+
+
 def _build(
-    sdk_class: type,
-    http_class: type,
-    request_hook: Callable,
+    stack: _Stack,
     settings: Settings | None,
     base_url: str | None,
     api_key: str | None,
@@ -77,14 +123,19 @@ def _build(
     if max_connections < 1:
         raise ValueError(f"max_connections must be >= 1, got {max_connections}")
     url, key = _connection(settings, base_url, api_key)
-    http_client = http_class(
+    parts = urlsplit(url)
+    loopback = is_loopback_host(parts.hostname)
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    stamped = _kernel_stamps(parts.scheme, loopback)
+    http_client = stack.http_client(
         timeout=measurement_timeout(timeout_s),
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        limits=limits,
+        mounts={"http://": _stamped_transport(stack, limits)} if stamped else None,
         # Loopback: never through a proxy. Remote: honour the learner's proxy variables.
-        trust_env=not is_loopback_host(urlsplit(url).hostname),
-        event_hooks={"request": [request_hook]},
+        trust_env=not loopback,
+        event_hooks={"request": [stack.request_hook]},
     )
-    return sdk_class(
+    return stack.sdk(
         base_url=url,
         api_key=key,
         timeout=measurement_timeout(timeout_s),
@@ -105,8 +156,8 @@ def make_client(
     default_headers: Mapping[str, str] | None = None,
 ) -> openai.OpenAI:
     """An ``openai.OpenAI`` for ``settings`` (default ``get_backend()``) or an explicit ``base_url``."""
-    return _build(openai.OpenAI, httpx.Client, stamp_request, settings, base_url, api_key, timeout_s,
-                  max_retries, max_connections, default_headers)
+    return _build(_SYNC, settings, base_url, api_key, timeout_s, max_retries, max_connections,
+                  default_headers)
 
 
 def make_async_client(
@@ -123,5 +174,5 @@ def make_async_client(
 
     Use it as ``async with make_async_client(...) as client:`` so the pool is closed on the same event loop.
     """
-    return _build(openai.AsyncOpenAI, httpx.AsyncClient, astamp_request, settings, base_url, api_key,
-                  timeout_s, max_retries, max_connections, default_headers)
+    return _build(_ASYNC, settings, base_url, api_key, timeout_s, max_retries, max_connections,
+                  default_headers)

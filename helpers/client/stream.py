@@ -5,7 +5,13 @@ The clock starts when the HTTP layer starts sending the request (``helpers.clien
 ``create()`` is called. The stream is read through the SDK's raw streaming response: each SSE line is stamped
 as it arrives and only parsed after the stream has ended, so parsing one chunk never delays the stamp of the
 next (the SDK's typed chunks cost a pydantic model per chunk, and a load test's event loop serves every
-stream at once). The sync and async variants share ``_Recorder``; only the loop differs.
+stream at once). "As it arrives" is the kernel's receive time of the read that delivered the line, where the
+connection keeps one (``helpers.client.rxclock``: our clients on plain http, i.e. the mock or a local vLLM,
+on Linux): a load test's client works through a burst of chunks one after the other, and a stamp taken when
+Python reaches a chunk would add the chunk's place in that queue. All lines of one read are yielded before
+the next read, so the latest read's stamp is the right one. Other connections (https, a proxy, a client of
+your own) stamp each line with ``time.perf_counter()`` as it comes out of the SDK.
+The sync and async variants share ``_Recorder``; only the loop differs.
 ``stream_options.include_usage`` asks the server for the exact token counts (the usage chunk has
 ``choices == []``). Errors are the SDK's: ``openai.APIStatusError`` when the server refuses the request,
 ``openai.APIError`` for an ``{"error": ...}`` event inside the stream, ``openai.APIConnectionError`` /
@@ -17,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import openai
@@ -76,6 +82,15 @@ def _sdk_errors(request: Any) -> Iterator[None]:
         raise
 
 
+def _arrival_clock(http_response: Any) -> Callable[[], float]:
+    """When the data just read arrived: the kernel's stamp of the latest read where the connection keeps
+    one (``helpers.client.rxclock``), else now."""
+    stream = http_response.extensions.get("network_stream")
+    if hasattr(stream, "last_rx_s"):
+        return lambda: stream.last_rx_s
+    return time.perf_counter
+
+
 class _Recorder:
     """Stamps SSE lines as they arrive and turns them into metrics when the stream ends."""
 
@@ -85,9 +100,12 @@ class _Recorder:
         self.headers_at_s: float | None = None
         self.lines: list[tuple[float, str]] = []
 
-    def opened(self) -> None:
-        """The response headers have arrived (status 200: the SDK raised on anything else)."""
-        self.headers_at_s = time.perf_counter()
+    def opened(self, http_response: Any) -> Callable[[], float]:
+        """The response headers have arrived (status 200: the SDK raised on anything else); returns the clock
+        that stamps the lines."""
+        arrived = _arrival_clock(http_response)
+        self.headers_at_s = arrived()
+        return arrived
 
     def finish(self, request: Any) -> RequestMetrics:
         end_s = time.perf_counter()
@@ -145,11 +163,10 @@ def stream_once(
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
     with client.chat.completions.with_streaming_response.create(**kwargs) as response:
-        recorder.opened()
-        lines = recorder.lines
+        arrived, lines = recorder.opened(response.http_response), recorder.lines
         with _sdk_errors(response.http_request):
             for line in response.iter_lines():
-                lines.append((time.perf_counter(), line))
+                lines.append((arrived(), line))
         return recorder.finish(response.http_request)
 
 
@@ -166,9 +183,8 @@ async def astream_once(
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
     async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
-        recorder.opened()
-        lines = recorder.lines
+        arrived, lines = recorder.opened(response.http_response), recorder.lines
         with _sdk_errors(response.http_request):
             async for line in response.iter_lines():
-                lines.append((time.perf_counter(), line))
+                lines.append((arrived(), line))
         return recorder.finish(response.http_request)

@@ -1,0 +1,191 @@
+"""When did a chunk really arrive? The kernel's receive time of plain-http reads (notebook 04 §1
+"测量前的准备"; the load tests of notebook 06).
+
+A load test's event loop serves every stream at once. When the engine emits a token for 64 streams in one
+step, the client works through 64 chunks one after the other, each through anyio, h11, httpcore and httpx
+(about 100 µs of CPU), so a chunk stamped with ``time.perf_counter()`` once Python has it is stamped
+milliseconds after it arrived. Linux instead stamps every TCP segment as the kernel receives it
+(``SO_TIMESTAMPNS``, CLOCK_REALTIME) and hands the stamp to ``recvmsg`` beside the data. This module is an
+httpcore network backend, sync and async, whose TCP streams read that way and keep the stamp of their latest
+read in ``last_rx_s`` (converted to the ``time.perf_counter()`` scale). ``helpers.client.stream`` stamps each
+SSE line with it; ``helpers.client.factory`` uses it for ``http://`` base URLs on Linux.
+
+Limits:
+
+- A stamp is exact only when the client reads a chunk before the next one arrives: segments that wait unread
+  in the receive queue are merged and keep the stamp of the latest, so the earlier chunks of such a read are
+  stamped when the last of them arrived (still never later than at the read). Gaps between tokens are 10-20
+  ms in our load tests; the client's event loop must not go that long without reading, which is why
+  ``helpers.bench.loadgen`` lets its requests leave one per turn of the loop.
+- Plain TCP only: no TLS (TaoToken's https keeps the SDK's default backend, and its chunks are stamped at the
+  read), no proxy (a proxy receives the chunks first).
+- Linux only. Where a read carries no stamp, ``last_rx_s`` is ``time.perf_counter()`` at the read. That also
+  happens for the first segments on a machine where no other socket asks for stamps: Linux switches
+  stamping on for the whole machine lazily (deferred work) and off when the last such socket closes, so a
+  first connection can miss stamps for its first moments; a load test's pool keeps its connections open
+  from the warm-up on.
+"""
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+try:  # openai 3.x ships its own HTTP stack
+    import httpcore2 as httpcore
+except ImportError:  # openai 1.x
+    import httpcore  # type: ignore[no-redef]
+
+KERNEL_STAMPS = sys.platform == "linux"
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Python lacks it; 35 on x86-64, arm64 (asm-generic)
+_TIMESPEC = struct.Struct("@ll")  # struct timespec {time_t tv_sec; long tv_nsec}, CLOCK_REALTIME
+_ANCBUF_BYTES = 64  # room for one cmsghdr + timespec (32 bytes on 64-bit Linux)
+
+
+def rx_time_s(ancdata: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's receive stamp in ``recvmsg`` ancillary data on the ``perf_counter()`` scale, else now."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            # realtime → perf_counter with the offset between the two clocks now (they tick at the same rate)
+            return (sec * 1_000_000_000 + nsec - time.time_ns() + time.perf_counter_ns()) / 1e9
+    return time.perf_counter()
+
+
+@contextlib.contextmanager
+def _errors(timeout_error: type[Exception], other_error: type[Exception]) -> Iterator[None]:
+    """Socket errors as httpcore's, which httpx and the SDK map on (to ``APITimeoutError`` and
+    ``APIConnectionError``)."""
+    try:
+        yield
+    except TimeoutError as exc:  # socket.timeout and anyio.fail_after alike
+        raise timeout_error(exc) from exc
+    except (OSError, anyio.ClosedResourceError) as exc:
+        raise other_error(exc) from exc
+
+
+def _connect(
+    host: str, port: int, timeout: float | None, local_address: str | None,
+    socket_options: Iterable[Any] | None,
+) -> socket.socket:
+    """A connected TCP socket with ``TCP_NODELAY`` (as httpcore's backends) and kernel receive stamps."""
+    source = None if local_address is None else (local_address, 0)
+    sock = socket.create_connection((host, port), timeout, source_address=source)
+    for option in socket_options or ():
+        sock.setsockopt(*option)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    return sock
+
+
+class _StampedSocket:
+    """Shared by both streams: ``recvmsg`` keeping the stamp, and the ``get_extra_info`` httpcore uses."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.last_rx_s: float | None = None  # perf_counter() scale; set by every read
+
+    def _recv(self, max_bytes: int) -> bytes:
+        data, ancdata, _flags, _address = self._sock.recvmsg(max_bytes, _ANCBUF_BYTES)
+        self.last_rx_s = rx_time_s(ancdata)
+        return data  # b"" at EOF
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "socket":
+            return self._sock
+        if info == "client_addr":
+            return self._sock.getsockname()
+        if info == "server_addr":
+            return self._sock.getpeername()
+        if info == "is_readable":  # an idle connection with data or EOF waiting: the server hung up
+            if self._sock.fileno() == -1:
+                return True
+            poller = select.poll()
+            poller.register(self._sock, select.POLLIN)
+            return bool(poller.poll(0))
+        return None  # "ssl_object": plain TCP
+
+
+class StampedStream(_StampedSocket, httpcore.NetworkStream):
+    """A blocking TCP stream whose ``last_rx_s`` is the kernel's receive time of the latest read."""
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        with _errors(httpcore.ReadTimeout, httpcore.ReadError):
+            self._sock.settimeout(timeout)
+            return self._recv(max_bytes)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        with _errors(httpcore.WriteTimeout, httpcore.WriteError):
+            self._sock.settimeout(timeout)
+            self._sock.sendall(buffer)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class AsyncStampedStream(_StampedSocket, httpcore.AsyncNetworkStream):
+    """The non-blocking twin of ``StampedStream`` for asyncio (and trio, through anyio)."""
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        with _errors(httpcore.ReadTimeout, httpcore.ReadError), anyio.fail_after(timeout):
+            while True:
+                try:
+                    return self._recv(max_bytes)
+                except BlockingIOError:
+                    await anyio.wait_readable(self._sock)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        view = memoryview(buffer)
+        with _errors(httpcore.WriteTimeout, httpcore.WriteError), anyio.fail_after(timeout):
+            while view:
+                try:
+                    view = view[self._sock.send(view):]
+                except BlockingIOError:
+                    await anyio.wait_writable(self._sock)
+
+    async def aclose(self) -> None:
+        anyio.notify_closing(self._sock)  # wakes a task still waiting on the socket
+        self._sock.close()
+
+
+class StampedBackend(httpcore.NetworkBackend):
+    """httpcore network backend of ``StampedStream`` connections: ``ConnectionPool(network_backend=...)``."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> StampedStream:
+        with _errors(httpcore.ConnectTimeout, httpcore.ConnectError):
+            return StampedStream(_connect(host, port, timeout, local_address, socket_options))
+
+
+class AsyncStampedBackend(httpcore.AsyncNetworkBackend):
+    """The async twin of ``StampedBackend``. It connects in a worker thread (``socket.create_connection``
+    resolves the host, tries each address and honours the timeout), once per pooled connection."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> AsyncStampedStream:
+        with _errors(httpcore.ConnectTimeout, httpcore.ConnectError):
+            sock = await anyio.to_thread.run_sync(
+                _connect, host, port, timeout, local_address, socket_options
+            )
+        sock.setblocking(False)
+        return AsyncStampedStream(sock)
