@@ -136,6 +136,23 @@ def test_without_a_kernel_stamp_the_read_time_is_used(asynchronous: bool) -> Non
 
 
 @both
+def test_a_kernel_without_the_option_still_connects_and_stamps_at_the_read(asynchronous, monkeypatch):
+    import helpers.client.rxclock as rxclock
+
+    monkeypatch.setattr(rxclock, "SO_TIMESTAMPNS", 0x7FFF)  # no such option: setsockopt raises OSError
+
+    async def scenario():
+        async with Peer(asynchronous) as peer:
+            peer.send_s(b"x")
+            before_read = time.perf_counter()
+            data = await peer.read()
+            return data, before_read, peer.stream.last_rx_s, time.perf_counter()
+
+    data, before_read, rx_s, read_s = asyncio.run(scenario())
+    assert data == b"x" and before_read <= rx_s <= read_s
+
+
+@both
 def test_eof_timeouts_and_refusals_are_httpcores_errors(asynchronous: bool) -> None:
     async def scenario():
         async with Peer(asynchronous) as peer:

@@ -82,7 +82,8 @@ def _connect(
     for option in socket_options or ():
         sock.setsockopt(*option)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    with contextlib.suppress(OSError):  # a kernel without it: reads fall back to the read time
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     return sock
 
 
