@@ -20,13 +20,12 @@ DEFAULT_PERCENTILES = (90, 99)
 def _stats(name: str, values_s: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
     ms = values_s * 1000.0
     empty = len(ms) == 0
-    # the median with the percentiles: one partition of the values (the median is their 50th percentile)
-    median, *values = np.zeros(1 + len(percentiles)) if empty else np.percentile(ms, [50, *percentiles])
     out = {f"mean_{name}_ms": 0.0 if empty else float(ms.mean()),
-           f"median_{name}_ms": float(median),
+           f"median_{name}_ms": 0.0 if empty else float(np.median(ms)),
            f"std_{name}_ms": 0.0 if empty else float(ms.std())}
-    for p, value in zip(percentiles, values):
-        out[f"p{p:g}_{name}_ms"] = float(value)
+    values = np.zeros(len(percentiles)) if empty else np.percentile(ms, percentiles)  # one partition
+    for p, value in zip(percentiles, values.tolist()):
+        out[f"p{p:g}_{name}_ms"] = value
     return out
 
 

@@ -144,3 +144,7 @@ def test_request_validation_and_clock():
     assert eng.now_s == 5.0
     with pytest.raises(ValueError, match="does not fit"):
         LLMEngine(EngineConfig(model="llama-2-13b"), "rtx-4090")
+    tiny = engine(num_gpu_blocks_override=5, block_size=16)  # 80 tokens of KV in all
+    with pytest.raises(ValueError, match="whole KV cache"):  # it could never run: refused, not stuck
+        tiny.add_request(Request("big", [1] * 64, 40))
+    tiny.add_request(Request("fits", [1] * 64, 16))

@@ -109,6 +109,11 @@ class LLMEngine:
         if len(prompt) + request.max_tokens > self.max_model_len:
             raise ValueError(f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds "
                              f"max_model_len {self.max_model_len}; shorten the prompt or lower max_tokens")
+        kv_tokens = self.num_gpu_blocks * self.config.block_size
+        if len(prompt) + request.max_tokens > kv_tokens:  # only with num_gpu_blocks_override: it would
+            # wait (or be preempted) forever; vLLM refuses such a pool at startup
+            raise ValueError(f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds the "
+                             f"whole KV cache ({kv_tokens} tokens); shorten the request or enlarge the pool")
         arrival = self.now_s if request.arrival_time_s is None else request.arrival_time_s
         seq = Sequence(request.request_id, prompt, request.max_tokens, arrival)
         if block_hashes is not None and self.kv.enable_caching:
