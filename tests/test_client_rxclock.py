@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Callable
 
+import anyio
 import openai
 import pytest
 
@@ -230,3 +231,31 @@ def test_the_async_sdk_raises_its_usual_errors() -> None:
         with pytest.raises(openai.APIConnectionError) as info:
             asyncio.run(faulty("disconnect:2", timeout_s=5.0))
         assert diagnose(info.value).kind == "disconnected"
+
+
+def test_an_async_connect_that_hangs_is_cancellable_and_times_out() -> None:
+    # a listener whose backlog is full: the kernel drops further SYNs, so a connect never completes
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as listener:
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(3)]
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.1", port))
+            time.sleep(0.05)
+
+            async def scenario():
+                start = time.perf_counter()
+                with anyio.move_on_after(0.2) as scope:
+                    await AsyncStampedBackend().connect_tcp("127.0.0.1", port, timeout=5)
+                cancelled_after = time.perf_counter() - start
+                start = time.perf_counter()
+                with pytest.raises(httpcore.ConnectTimeout):
+                    await AsyncStampedBackend().connect_tcp("127.0.0.1", port, timeout=0.2)
+                return scope.cancelled_caught, cancelled_after, time.perf_counter() - start
+
+            cancelled, cancelled_after, timed_out_after = anyio.run(scenario)
+            assert cancelled and cancelled_after < 1 and timed_out_after < 1
+        finally:
+            for filler in fillers:
+                filler.close()

@@ -28,6 +28,8 @@ Limits:
 from __future__ import annotations
 
 import contextlib
+import errno
+import platform
 import select
 import socket
 import struct
@@ -37,15 +39,17 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
-try:  # openai 3.x ships its own HTTP stack
+try:  # the stack helpers.client.factory builds on: openai 3.x ships httpx2 + httpcore2
     import httpcore2 as httpcore
+    import httpx2  # noqa: F401 (only with it does the factory use httpcore2)
 except ImportError:  # openai 1.x
     import httpcore  # type: ignore[no-redef]
 
-KERNEL_STAMPS = sys.platform == "linux"
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Python lacks it; 35 on x86-64, arm64 (asm-generic)
+# Python lacks the constant; 35 is its value in the kernel's generic socket.h (x86-64, arm64 and all but
+# sparc and parisc, which are left out)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+KERNEL_STAMPS = sys.platform == "linux" and not platform.machine().startswith(("sparc", "parisc"))
 _TIMESPEC = struct.Struct("@ll")  # struct timespec {time_t tv_sec; long tv_nsec}, CLOCK_REALTIME
 _ANCBUF_BYTES = 64  # room for one cmsghdr + timespec (32 bytes on 64-bit Linux)
 
@@ -72,18 +76,18 @@ def _errors(timeout_error: type[Exception], other_error: type[Exception]) -> Ite
         raise other_error(exc) from exc
 
 
-def _connect(
-    host: str, port: int, timeout: float | None, local_address: str | None,
-    socket_options: Iterable[Any] | None,
-) -> socket.socket:
-    """A connected TCP socket with ``TCP_NODELAY`` (as httpcore's backends) and kernel receive stamps."""
-    source = None if local_address is None else (local_address, 0)
-    sock = socket.create_connection((host, port), timeout, source_address=source)
-    for option in socket_options or ():
-        sock.setsockopt(*option)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    with contextlib.suppress(OSError):  # a kernel without it: reads fall back to the read time
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+def _configure(sock: socket.socket, socket_options: Iterable[Any] | None) -> socket.socket:
+    """The caller's options, ``TCP_NODELAY`` (as httpcore's backends) and kernel receive stamps; the socket
+    is closed if any of it fails."""
+    try:
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(OSError):  # a kernel without it: reads fall back to the read time
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
@@ -168,13 +172,15 @@ class StampedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> StampedStream:
+        source = None if local_address is None else (local_address, 0)
         with _errors(httpcore.ConnectTimeout, httpcore.ConnectError):
-            return StampedStream(_connect(host, port, timeout, local_address, socket_options))
+            sock = socket.create_connection((host, port), timeout, source_address=source)
+            return StampedStream(_configure(sock, socket_options))
 
 
 class AsyncStampedBackend(httpcore.AsyncNetworkBackend):
-    """The async twin of ``StampedBackend``. It connects in a worker thread (``socket.create_connection``
-    resolves the host, tries each address and honours the timeout), once per pooled connection."""
+    """The async twin of ``StampedBackend``: resolves and connects on the event loop (each address in
+    turn, as ``socket.create_connection``), all within ``timeout`` and cancellable."""
 
     async def connect_tcp(
         self,
@@ -184,9 +190,34 @@ class AsyncStampedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncStampedStream:
-        with _errors(httpcore.ConnectTimeout, httpcore.ConnectError):
-            sock = await anyio.to_thread.run_sync(
-                _connect, host, port, timeout, local_address, socket_options
-            )
+        with _errors(httpcore.ConnectTimeout, httpcore.ConnectError), anyio.fail_after(timeout):
+            addresses = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            error: OSError = OSError(f"no address for {host}")
+            for family, kind, proto, _name, address in addresses:
+                try:
+                    sock = await _connect_nonblocking(family, kind, proto, address, local_address)
+                except OSError as exc:
+                    error = exc
+                    continue
+                return AsyncStampedStream(_configure(sock, socket_options))
+            raise error
+
+
+async def _connect_nonblocking(family: int, kind: int, proto: int, address: Any,
+                               local_address: str | None) -> socket.socket:
+    """One non-blocking connect attempt; the socket is closed unless it is returned connected."""
+    sock = socket.socket(family, kind, proto)
+    try:
         sock.setblocking(False)
-        return AsyncStampedStream(sock)
+        if local_address is not None:
+            sock.bind((local_address, 0))
+        code = sock.connect_ex(address)
+        if code == errno.EINPROGRESS:
+            await anyio.wait_writable(sock)
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            raise OSError(code, f"connect to {address[0]}:{address[1]}: {errno.errorcode.get(code, code)}")
+        return sock
+    except BaseException:  # an error, a timeout or a cancellation
+        sock.close()
+        raise
