@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import openai
@@ -12,6 +13,7 @@ from helpers.engine import EngineConfig
 from helpers.server.launcher import start_mock_server
 
 KEY = "sk-test-secret"
+CONFIG_B = Path(__file__).resolve().parent.parent / "data" / "vllm" / "config_b.yaml"
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
@@ -165,3 +167,15 @@ def test_full_waiting_queue_answers_429_with_retry_after():
             assert int(refused.headers["Retry-After"]) >= 1
             with _client(srv.base_url) as client, pytest.raises(openai.RateLimitError):
                 client.chat.completions.create(model="llama-2-13b", messages=MESSAGES, max_tokens=2)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_larger_than_a_tiny_kv_pool_is_refused_before_it_starts(stream):
+    config = EngineConfig.from_yaml(CONFIG_B).replace(num_gpu_blocks_override=8)  # 128 tokens of KV
+    with (
+        start_mock_server(config, time_scale=0.02) as srv,
+        _client(srv.base_url) as client,
+        pytest.raises(openai.BadRequestError) as info,
+    ):
+        client.chat.completions.create(model="local-13b", messages=MESSAGES, max_tokens=200, stream=stream)
+    assert info.value.code == "context_length_exceeded" and "128 tokens" in info.value.message

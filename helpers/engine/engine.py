@@ -93,6 +93,9 @@ class LLMEngine:
         self._first_step = 0
         self._num_steps = 0
         kv_tokens = self.num_gpu_blocks * config.block_size
+        # the longest prompt + max_tokens a request may have: max_model_len, or the whole KV pool if that is
+        # smaller (only with num_gpu_blocks_override; vLLM refuses such a pool at startup)
+        self.max_request_len = min(self.max_model_len, kv_tokens)
         logger.info("GPU KV cache size: %s tokens", f"{kv_tokens:,}")
         logger.info("Maximum concurrency for %s tokens per request: %.2fx", f"{self.max_model_len:,}",
                     kv_tokens / self.capacity.tokens_per_request)
@@ -109,11 +112,10 @@ class LLMEngine:
         if len(prompt) + request.max_tokens > self.max_model_len:
             raise ValueError(f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds "
                              f"max_model_len {self.max_model_len}; shorten the prompt or lower max_tokens")
-        kv_tokens = self.num_gpu_blocks * self.config.block_size
-        if len(prompt) + request.max_tokens > kv_tokens:  # only with num_gpu_blocks_override: it would
-            # wait (or be preempted) forever; vLLM refuses such a pool at startup
+        if len(prompt) + request.max_tokens > self.max_request_len:  # it would wait or be preempted forever
             raise ValueError(f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds the "
-                             f"whole KV cache ({kv_tokens} tokens); shorten the request or enlarge the pool")
+                             f"whole KV cache ({self.max_request_len} tokens); shorten the request or "
+                             "enlarge the pool")
         arrival = self.now_s if request.arrival_time_s is None else request.arrival_time_s
         seq = Sequence(request.request_id, prompt, request.max_tokens, arrival)
         if block_hashes is not None and self.kv.enable_caching:

@@ -181,7 +181,7 @@ def create_app(
     for name, driver in by_name.items():
         driver.observer = metrics.observer(name)
     endpoints = {
-        m.name: Endpoint(m, drivers[id(engines[m.name])], engines[m.name].capacity.max_model_len)
+        m.name: Endpoint(m, drivers[id(engines[m.name])], engines[m.name].max_request_len)
         for m in models
     }
     service = MockService(
