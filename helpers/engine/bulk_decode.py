@@ -67,13 +67,13 @@ class BulkDecodeMixin:
         blocks += self.kv.pool.num_evictable(hits)
         return blocks > free_after_decodes
 
-    def preempt_for_decode_step(self) -> int:
+    def preempt_for_decode_step(self) -> None:
         """Start a pure-decode step that lacks blocks (``bulk_horizon() == PREEMPT``) as ``schedule()``
         would: blocks in order while they last, preempting the newest running requests. The step itself
-        is then ``advance_decode(1, ...)`` of the survivors. Returns how many were preempted."""
+        is then ``advance_decode(1, ...)`` of the survivors."""
         slots = self.running_slots()
         needy = (self.nblocks[slots] * self.kv.block_size == self.computed[slots]).nonzero()[0]
-        return len(self._preempt_for_decodes(slots, needy))
+        self._preempt_for_decodes(slots, needy)
 
     def advance_decode(self, steps: int, step_idx: int, end_s: np.ndarray) -> list[Sequence]:
         """Apply ``steps`` decode steps at once (``steps`` <= ``bulk_horizon()``); ``end_s`` are their end
