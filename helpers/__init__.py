@@ -65,7 +65,8 @@ _export("metrics", "summarize")
 _export("client.backend", "get_backend")
 _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarning", "synthetic_prompts",
         "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
-        "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s")
+        "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s", "replay_benchmark",
+        "replay_sweep", "engine_clock_summary")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
         "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")

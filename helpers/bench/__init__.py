@@ -2,9 +2,11 @@
 
 ``prompts`` (synthetic prompts of exact length, shared prefixes, request logs), ``request`` (one measured
 request → ``RequestResult``), ``loadgen`` (closed loop or request rate on one shared client), ``records``
-(per-request records, incremental JSONL, vLLM's summary), ``sweep`` (one run per concurrency level).
+(per-request records, incremental JSONL, vLLM's summary), ``sweep`` (one run per concurrency level),
+``engine_clock`` (the same load on the engine's own clock: a replay on the virtual clock, the mock's timing).
 """
 
+from helpers.bench.engine_clock import engine_clock_summary, replay_benchmark, replay_sweep
 from helpers.bench.loadgen import BenchResult, arrival_times_s, arun_benchmark, run_benchmark
 from helpers.bench.prompts import BenchPrompt, make_prompts, prompts_from_log, synthetic_prompts
 from helpers.bench.records import (
@@ -23,10 +25,13 @@ __all__ = [
     "RequestResult",
     "arrival_times_s",
     "arun_benchmark",
+    "engine_clock_summary",
     "asweep",
     "load_jsonl",
     "make_prompts",
     "prompts_from_log",
+    "replay_benchmark",
+    "replay_sweep",
     "run_benchmark",
     "summarize_results",
     "sweep",

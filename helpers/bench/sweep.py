@@ -8,14 +8,14 @@ the level's system prefix, which production traffic keeps warm too).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from helpers.bench.loadgen import BenchResult, arun_benchmark, run_sync
-from helpers.bench.prompts import derive_seed, make_prompts, new_seed
+from helpers.bench.prompts import BenchPrompt, derive_seed, make_prompts, new_seed
 from helpers.client.settings import Settings
 
 DEFAULT_CONCURRENCIES = (1, 4, 8, 16, 32)
@@ -46,20 +46,12 @@ async def asweep(
     """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys)."""
     if not concurrencies:
         raise ValueError("give at least one concurrency level")
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
     seed = new_seed() if seed is None else seed
     rows = []
-    for level, concurrency in enumerate(concurrencies):
-        level_seed = derive_seed(seed, "level", level)
-        prompts = make_prompts(
-            warmup + num_prompts,
-            input_len,
-            output_len,
-            shared_prefix_len=shared_prefix_len,
-            dataset=dataset,
-            seed=level_seed,
-        )
+    levels = sweep_levels(concurrencies, seed=seed, num_prompts=num_prompts, input_len=input_len,
+                          output_len=output_len, shared_prefix_len=shared_prefix_len, dataset=dataset,
+                          warmup=warmup)
+    for concurrency, level_seed, prompts in levels:
         result = await arun_benchmark(
             prompts[warmup:],
             warmup_prompts=prompts[:warmup],
@@ -83,6 +75,20 @@ async def asweep(
     table = pd.DataFrame(rows)
     table.attrs["seed"] = seed
     return table
+
+
+def sweep_levels(concurrencies: Sequence[int], *, seed: int, num_prompts: int, input_len: int,
+                 output_len: int, shared_prefix_len: int = 0, dataset: str | Path | None = None,
+                 warmup: int = 1) -> Iterator[tuple[int, int, list[BenchPrompt]]]:
+    """(concurrency, level seed, prompts with the ``warmup`` ones first) per level of a sweep; the replay on
+    the engine's clock (``helpers.bench.replay``) uses the same levels."""
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    for level, concurrency in enumerate(concurrencies):
+        level_seed = derive_seed(seed, "level", level)
+        prompts = make_prompts(warmup + num_prompts, input_len, output_len,
+                               shared_prefix_len=shared_prefix_len, dataset=dataset, seed=level_seed)
+        yield concurrency, level_seed, prompts
 
 
 def sweep(concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES, **options: Any) -> pd.DataFrame:

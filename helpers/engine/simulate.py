@@ -4,7 +4,8 @@ Clients as vLLM's ``benchmarks/serve.py``: ``concurrency`` alone is closed-loop 
 sends its next request the moment the previous one finishes); ``request_rate`` sends at Poisson times
 (capped at ``concurrency`` in flight if both are given; a request's clock starts when it is sent, as in
 vLLM, so client-side queueing is not in its TTFT); neither sends everything at t = 0. Never reads wall time;
-the same arguments give the same results. Decode stretches run in bulk (exactly, see
+the same arguments give the same results. ``simulate_requests`` runs given prompts (token ids) the same way,
+after optional warm-up requests. Decode stretches run in bulk (exactly, see
 ``LLMEngine._run_decode_steps``); ``bulk=False`` steps one at a time (for checking).
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import gc
 import heapq
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,40 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequence[Sequence[int]],
+                      output_lens: Sequence[int], *, concurrency: int | None = None,
+                      send_at_s: Sequence[float] | None = None,
+                      warmup: tuple[Sequence[Sequence[int]], Sequence[int]] = ((), ()),
+                      model: ModelSpec | None = None, bulk: bool = True,
+                      **engine_kwargs: Any) -> SimulationResult:
+    """Given prompts (token ids) and output lengths, sent as ``simulate`` sends its own: closed loop with
+    ``concurrency`` alone, at ``send_at_s`` (seconds after the start) otherwise; all at once by default.
+
+    ``warmup`` (prompts, output lengths) run first, all at once, and are left out of ``requests`` and the
+    latency figures, as a load generator's warm-up requests are; the engine's counters in ``summary``
+    (prefix-cache hits, preemptions) include them, as a server's ``/metrics`` does. Used to replay an HTTP
+    load test on the engine's own clock (``helpers.bench.replay``).
+    """
+    if len(prompts) != len(output_lens) or not prompts:
+        raise ValueError(f"give one output length per prompt and at least one prompt: {len(prompts)} "
+                         f"prompts, {len(output_lens)} output lengths")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    scheduled_s = np.zeros(len(prompts)) if send_at_s is None else np.asarray(send_at_s, dtype=float)
+    if scheduled_s.shape != (len(prompts),) or (scheduled_s < 0).any():
+        raise ValueError("send_at_s must give one time >= 0 per prompt")
+    warm_prompts, warm_lens = warmup
+    with _gc_paused():
+        engine = LLMEngine(config, gpu, model=model, **engine_kwargs)
+        block_size = config.block_size
+        if len(warm_prompts):
+            _run(engine, _hashed_prompts([list(map(np.asarray, warm_prompts))], block_size),
+                 np.asarray(warm_lens), np.zeros(len(warm_prompts)), None, bulk, id_prefix="warmup-")
+        rows = _run(engine, _hashed_prompts([list(map(np.asarray, prompts))], block_size),
+                    np.asarray(output_lens), scheduled_s, concurrency, bulk)
+        return _result(engine, rows, len(prompts), concurrency, None if send_at_s is None else "given")
+
+
 def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_len: int, output_len: int,
               concurrency: int | None, request_rate: float | None, shared_prefix_len: int, range_ratio: float,
               seed: int, model: ModelSpec | None, bulk: bool, engine_kwargs: dict[str, Any]
@@ -87,13 +122,22 @@ def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_
                         engine.model.vocab_size)
     input_lens, output_lens = workload.lengths()
     prompts = _hashed_prompts(workload.prompt_batches(input_lens), config.block_size)
-    rate = math.inf if request_rate is None else request_rate
-    if math.isinf(rate):
+    if request_rate is None:
         scheduled_s = np.zeros(num_prompts)
     else:
-        scheduled_s = np.cumsum(np.random.default_rng([seed, 3]).exponential(1.0 / rate, num_prompts))
+        scheduled_s = np.cumsum(np.random.default_rng([seed, 3]).exponential(1.0 / request_rate, num_prompts))
+    rows = _run(engine, prompts, output_lens, scheduled_s, concurrency, bulk)
+    return _result(engine, rows, num_prompts, concurrency, request_rate)
+
+
+def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], output_lens: np.ndarray,
+         scheduled_s: np.ndarray, concurrency: int | None, bulk: bool, id_prefix: str = "") -> list[tuple]:
+    """Send the prompts (request ids ``id_prefix + index``, times counted from the engine's now) and step
+    the engine until every one has finished; one time-series row per step or bulk decode stretch."""
+    num_prompts = len(output_lens)
+    t0 = engine.now_s
     limit = concurrency or num_prompts
-    pending: list[tuple[float, int]] = [(float(scheduled_s[i]), i) for i in range(min(limit, num_prompts))]
+    pending = [(t0 + float(scheduled_s[i]), i) for i in range(min(limit, num_prompts))]
     next_index = len(pending)
     rows: list[tuple] = []
     sched = engine.scheduler
@@ -101,7 +145,7 @@ def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_
         while pending and pending[0][0] <= engine.now_s:
             t, i = heapq.heappop(pending)
             prompt, hashes = next(prompts)
-            engine.add_request(Request(str(i), prompt, int(output_lens[i]), arrival_time_s=t),
+            engine.add_request(Request(id_prefix + str(i), prompt, int(output_lens[i]), arrival_time_s=t),
                                block_hashes=hashes)
         if not engine.has_unfinished_requests():
             if not pending:
@@ -115,13 +159,18 @@ def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_
             steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
         for _ in finished:  # each finish frees a client (closed loop) or a concurrency slot
             if next_index < num_prompts:
-                heapq.heappush(pending, (max(engine.now_s, float(scheduled_s[next_index])), next_index))
+                heapq.heappush(pending, (max(engine.now_s, t0 + float(scheduled_s[next_index])), next_index))
                 next_index += 1
         kv = engine.kv
         rows.append((engine.now_s, steps, tokens, batch, len(sched.running), len(sched.waiting),
                      kv.pool.usage(),
                      kv.prefix_cache_hits / kv.prefix_cache_queries if kv.prefix_cache_queries else 0.0,
                      sched.num_preemptions))
+    return rows
+
+
+def _result(engine: LLMEngine, rows: list[tuple], num_prompts: int, concurrency: int | None,
+            request_rate: float | str | None) -> SimulationResult:
     requests = _request_table(engine, num_prompts)
     timeseries = pd.DataFrame(rows, columns=TIMESERIES_COLUMNS)
     summary = _summary(engine, requests, timeseries, num_prompts, concurrency, request_rate)
@@ -156,7 +205,7 @@ def _request_table(engine: LLMEngine, num_prompts: int) -> pd.DataFrame:
 
 
 def _summary(engine: LLMEngine, requests: pd.DataFrame, timeseries: pd.DataFrame, num_prompts: int,
-             concurrency: int | None, request_rate: float | None) -> dict[str, Any]:
+             concurrency: int | None, request_rate: float | str | None) -> dict[str, Any]:
     duration = float(requests["finish_s"].max() - requests["arrival_s"].min())
     summary = summarize(requests, duration)
     stats = engine.stats()
