@@ -6,12 +6,16 @@ Notebook 00 (环境与第一个请求) starts one with ``start_mock_server``::
         client = OpenAI(base_url=server.base_url, api_key="EMPTY")
 
 The thread is a daemon (it dies with the kernel) and binds its socket before returning, so ``port=0``
-picks a free port and ``.base_url`` is ready at once; start and stop take about 0.1 s.
+picks a free port and ``.base_url`` is ready at once; start and stop take about 0.1 s. A notebook names the
+servers it starts (``name="06 config A"``): starting a name again first stops the server left over from an
+earlier run of the cell (say, one that failed before its ``stop()``), and every named server stops when the
+kernel exits.
 ``spawn_mock_server`` runs ``python -m helpers serve`` in a child process with the same options.
 """
 
 from __future__ import annotations
 
+import atexit
 import socket
 import subprocess
 import sys
@@ -27,6 +31,7 @@ from helpers.hardware import GPUSpec
 from helpers.server.app import create_app
 
 READY_PREFIX = "Serving on "  # the CLI's last start-up line: "Serving on http://HOST:PORT ..."
+_named: dict[str, MockServer] = {}  # in-process servers started with a name, stopped at exit
 
 
 class MockServer:
@@ -104,8 +109,13 @@ def start_mock_server(
     fault_rate: float = 0.0,
     fault_seed: int = 0,
     log_level: str = "warning",
+    name: str | None = None,
 ) -> MockServer:
-    """Run the mock in a daemon thread of this process and return once it accepts connections."""
+    """Run the mock in a daemon thread of this process and return once it accepts connections.
+
+    ``name``: stop a server started earlier under the same name first; stop this one at interpreter exit."""
+    if name is not None and name in _named:
+        _named.pop(name).stop()
     app = create_app(
         config,
         gpu,
@@ -134,7 +144,16 @@ def start_mock_server(
         thread.join(timeout=10)
         sock.close()
 
-    return MockServer(host, sock.getsockname()[1], stop)
+    mock = MockServer(host, sock.getsockname()[1], stop)
+    if name is not None:
+        _named[name] = mock
+    return mock
+
+
+@atexit.register
+def _stop_named() -> None:
+    while _named:
+        _named.popitem()[1].stop()
 
 
 def _drain(stream: object) -> None:
