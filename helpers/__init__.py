@@ -71,7 +71,7 @@ _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurren
         "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
 _export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttft_vs_prompt_length",
-        "prefill_fit", "tps_vs_max_tokens")
+        "prefill_fit", "tps_vs_max_tokens", "engine_prefill_ms", "measurement_overhead")
 _export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_tps_vs_max_tokens",
         "plot_ttft_bars")
 _export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url")

@@ -59,6 +59,30 @@ def compare_with_naive(runs: Sequence[RequestMetrics]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("run")
 
 
+def engine_prefill_ms(run: RequestMetrics) -> float | None:
+    """The mock's own time from scheduling the request to its first token, in simulated ms (None from other
+    servers): TTFT on the engine's clock, without the wall-clock wait for the mock's loop to wake up and
+    without the client's and the transport's overhead. Notebook 04 judges prefill on it."""
+    timing = run.server_timing
+    if not timing or timing.get("ttft_s") is None:
+        return None
+    return (timing["ttft_s"] - (timing.get("queue_s") or 0.0)) * 1000
+
+
+def measurement_overhead(runs: Sequence[RequestMetrics]) -> dict[str, float] | None:
+    """How much of the measured TTFT the client and the transport added, from requests to the mock (None
+    elsewhere): median ``overhead_ms`` (measured TTFT − the engine's TTFT × time_scale, wall ms), its
+    ``share`` of the measured TTFT, and the mock's ``time_scale``."""
+    pairs = [(run.ttft_s * 1000, run.server_timing["ttft_s"] * 1000 * run.server_timing["time_scale"])
+             for run in runs if run.server_timing and run.server_timing.get("ttft_s") is not None]
+    if not pairs:
+        return None
+    measured, engine = np.array(pairs).T
+    return {"overhead_ms": float(np.median(measured - engine)),
+            "share": float(np.median((measured - engine) / measured)),
+            "time_scale": float(runs[0].server_timing["time_scale"])}
+
+
 def ttft_vs_prompt_length(
     client: openai.OpenAI,
     model: str,
@@ -71,7 +95,8 @@ def ttft_vs_prompt_length(
     """TTFT of fresh prompts of each length, ``repeats`` times each, lengths interleaved (notebook 04 §5).
 
     Interleaving spreads any slow moment of the machine over all lengths instead of one.
-    Columns: ``target_tokens``, ``prompt_tokens`` (server's usage), ``ttft_ms``, ``repeat``.
+    Columns: ``target_tokens``, ``prompt_tokens`` (server's usage), ``ttft_ms``, ``engine_prefill_ms`` (the
+    mock's own clock, None elsewhere), ``repeat``.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -81,13 +106,14 @@ def ttft_vs_prompt_length(
             messages = user_message(unique_prompt(target))
             run = stream_once(client, model, messages, max_tokens, **extra)
             rows.append({"target_tokens": target, "prompt_tokens": run.prompt_tokens,
-                         "ttft_ms": run.ttft_s * 1000, "repeat": repeat})
+                         "ttft_ms": run.ttft_s * 1000, "engine_prefill_ms": engine_prefill_ms(run),
+                         "repeat": repeat})
     return pd.DataFrame(rows)
 
 
-def prefill_fit(table: pd.DataFrame) -> tuple[float, float]:
-    """Least-squares line of ``ttft_ms`` against ``prompt_tokens``: (ms per prompt token, intercept ms)."""
-    slope, intercept = np.polyfit(table["prompt_tokens"].astype(float), table["ttft_ms"].astype(float), 1)
+def prefill_fit(table: pd.DataFrame, column: str = "ttft_ms") -> tuple[float, float]:
+    """Least-squares line of ``column`` against ``prompt_tokens``: (ms per prompt token, intercept ms)."""
+    slope, intercept = np.polyfit(table["prompt_tokens"].astype(float), table[column].astype(float), 1)
     return float(slope), float(intercept)
 
 

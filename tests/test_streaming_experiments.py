@@ -1,13 +1,17 @@
 """The notebook 04 sweeps against the session's mock: fresh prompts, tables the notebook relies on."""
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
 from helpers import (
     compare_with_naive,
+    engine_prefill_ms,
     get_backend,
     make_client,
+    measurement_overhead,
     prefill_fit,
     stream_once,
     tps_vs_max_tokens,
@@ -46,8 +50,9 @@ def test_ttft_sweep_sees_prefill_grow_with_the_prompt(mock) -> None:
     client, model = mock
     table = ttft_vs_prompt_length(client, model, [32, 2048], repeats=1, max_tokens=2)
     assert list(table["target_tokens"]) == [32, 2048] and table["prompt_tokens"].is_monotonic_increasing
-    slope_ms, _ = prefill_fit(table)
-    assert table["ttft_ms"].iloc[1] > table["ttft_ms"].iloc[0] and slope_ms > 0
+    engine = table["engine_prefill_ms"]         # the mock's own clock: no client, no wall-clock wake-up
+    assert engine.iloc[1] > 10 * engine.iloc[0] and prefill_fit(table, "engine_prefill_ms")[0] > 0
+    assert (table["ttft_ms"] > 0).all()
     with pytest.raises(ValueError, match="repeats"):
         ttft_vs_prompt_length(client, model, [32], repeats=0)
 
@@ -63,3 +68,13 @@ def test_tps_sweep_makes_fixed_length_replies_and_separates_e2e_from_decode_spee
     assert list(table["completion_tokens"]) == [2, 8] and set(table["finish_reason"]) == {"length"}
     assert (table["decode_tps"] > table["e2e_tps"]).all()
     assert table["e2e_tps"].iloc[1] > table["e2e_tps"].iloc[0]
+
+
+def test_measurement_overhead_compares_the_wire_with_the_engine_and_is_none_elsewhere(mock) -> None:
+    client, model = mock
+    runs = [stream_once(client, model, user_message(unique_prompt(64)), 2) for _ in range(3)]
+    overhead = measurement_overhead(runs)
+    assert overhead["time_scale"] > 0 and 0 < overhead["share"] < 1 and overhead["overhead_ms"] > 0
+    assert all(0 < engine_prefill_ms(run) <= run.server_timing["ttft_s"] * 1000 for run in runs)
+    elsewhere = [dataclasses.replace(run, server_timing=None) for run in runs]
+    assert measurement_overhead(elsewhere) is None and engine_prefill_ms(elsewhere[0]) is None
