@@ -174,10 +174,12 @@ def test_gpt2_names() -> None:
         ({"multi_query": True}, 1, "MQA"),
         ({"multi_query": False}, 8, "MHA"),
         ({"multi_query": True, "new_decoder_architecture": True, "num_kv_heads": 2}, 2, "GQA"),
-        ({"n_head_kv": 4}, 4, "GQA"),
+        ({"model_type": "RefinedWeb", "n_head_kv": 4}, 4, "GQA"),  # 2023 Falcon-40B code: new decoder
+        ({"n_head_kv": 4}, 1, "MQA"),  # in-library falcon: multi_query defaults to true, n_head_kv unused
     ],
 )
 def test_falcon_kv_head_fields(extra: dict, kv_heads: int, kind: str) -> None:
+    """transformers FalconConfig / vLLM v0.19.0 FalconModelArchConfigConvertor and RWConfig semantics."""
     config = {
         "model_type": "falcon",
         "num_hidden_layers": 2,
