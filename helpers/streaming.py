@@ -83,6 +83,11 @@ def measurement_overhead(runs: Sequence[RequestMetrics]) -> dict[str, float] | N
             "time_scale": float(runs[0].server_timing["time_scale"])}
 
 
+def _engine_decode_tps(run: RequestMetrics) -> float | None:
+    tpot_s = (run.server_timing or {}).get("tpot_s")
+    return 1 / tpot_s if tpot_s else None
+
+
 def ttft_vs_prompt_length(
     client: openai.OpenAI,
     model: str,
@@ -128,7 +133,8 @@ def tps_vs_max_tokens(
     """Output speed at several ``max_tokens`` with a fresh prompt each time (notebook 04 §6).
 
     ``e2e_tps`` = output tokens / E2E (TTFT included, so short outputs look slow); ``decode_tps`` = 1 / TPOT
-    (the decode rate, independent of the output length). Pass ``extra_body={"ignore_eos": True}`` (vLLM and
+    (the decode rate, independent of the output length); ``engine_decode_tps`` the same on the mock's own
+    clock (None elsewhere). Pass ``extra_body={"ignore_eos": True}`` (vLLM and
     the mock) to make every reply exactly ``max_tokens`` long.
     """
     rows = []
@@ -142,6 +148,7 @@ def tps_vs_max_tokens(
             "tpot_ms": None if run.tpot_s is None else run.tpot_s * 1000,
             "e2e_tps": run.completion_tokens / run.e2e_s,
             "decode_tps": None if not run.tpot_s else 1 / run.tpot_s,
+            "engine_decode_tps": _engine_decode_tps(run),
             "finish_reason": run.finish_reason,
         })
     return pd.DataFrame(rows)
