@@ -68,7 +68,7 @@ def test_tps_sweep_makes_fixed_length_replies_and_separates_e2e_from_decode_spee
     assert list(table["completion_tokens"]) == [2, 8] and set(table["finish_reason"]) == {"length"}
     assert (table["decode_tps"] > table["e2e_tps"]).all()
     assert table["e2e_tps"].iloc[1] > table["e2e_tps"].iloc[0]
-    engine = table["engine_decode_tps"]              # the mock's own clock: the same decode rate at any length
+    engine = table["engine_decode_tps"]  # the mock's own clock: the same decode rate at any length
     assert engine.max() / engine.min() < 1.01 and (engine > table["e2e_tps"]).all()
 
 
