@@ -193,7 +193,9 @@ def test_async_client_pool_holds_max_connections(server, pool: int, max_active: 
     server.max_active = 0
     elapsed_s = asyncio.run(run())
     assert server.max_active == max_active
-    assert elapsed_s == pytest.approx(0.20 * 6 / pool, abs=0.15)  # a small pool is a hidden queue
+    # a small pool is a hidden queue: 6 requests of 0.2 s need at least 6 / pool rounds (a busy machine only
+    # makes it longer, so only the lower bound is asserted)
+    assert elapsed_s >= 0.20 * 6 / pool * 0.95
 
 
 def test_max_connections_must_be_positive(server) -> None:
