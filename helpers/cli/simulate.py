@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from helpers.engine.config import EngineConfig
-
 SUMMARY_ROWS = (("completed", "Successful requests", "{:d}"),
                 ("duration", "Benchmark duration (s)", "{:.2f}"),
                 ("total_input_tokens", "Total input tokens", "{:d}"),
@@ -49,6 +47,7 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from helpers.engine.config import EngineConfig
     from helpers.engine.simulate import simulate
 
     try:
