@@ -1,6 +1,7 @@
 """A tiny stdlib HTTP server that answers like TaoToken does, for the first-contact tests (not a test module).
 
-Error bodies as TaoToken's public tutorial shows them ("通过curl命令直接测试Taotoken聊天补全接口的配置与排错"):
+Error bodies as a public TaoToken curl tutorial shows them
+("通过curl命令直接测试Taotoken聊天补全接口的配置与排错", http://www.hotelren.com/news/2166438/):
 401 ``Invalid API Key``, 404 ``Invalid URL`` for a path outside ``/api/v1``, 400 ``The model does not exist``.
 The tutorial shows no 429 or 503 body; those use the OpenAI shape (``insufficient_quota``). Loopback only.
 """
