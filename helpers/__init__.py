@@ -45,6 +45,7 @@ _export("client.metrics", "RequestMetrics", "NoTokensError")
 _export("client.stream", "stream_once", "astream_once")
 _export("client.naive", "NaiveMetrics", "naive_measure", "naive_p99")
 _export("client.diagnose", "diagnose", "Diagnosis")
+_export("client.check", "check_settings", "SettingsCheck")
 _export("models", "ModelSpec", "ParamLayout", "load_model", "list_models", "attention_kind")
 _export("hardware", "GPUSpec", "load_gpu", "list_gpus")
 _export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
@@ -75,7 +76,8 @@ _export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttf
         "prefill_fit", "tps_vs_max_tokens", "engine_prefill_ms", "measurement_overhead")
 _export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_tps_vs_max_tokens",
         "plot_ttft_bars")
-_export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url")
+_export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url", "first_request",
+        "FirstRequest", "FirstRequestFailed")
 _export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok", "package_summary")
 _export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace", "BlockSnapshot")
 _export("engine.sweep", "concurrency_sweep")

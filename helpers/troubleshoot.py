@@ -4,6 +4,8 @@
 notebook shows a diagnosis instead of a traceback. ``temporary_env`` sets or removes environment variables
 for one ``with`` block (a proxy that does not exist, no ``NO_PROXY``) and restores them afterwards.
 ``closed_port_url`` gives a local URL where nothing listens: connection refused, on purpose.
+``first_request`` is for the first request of a notebook (00, 04): a failure prints the diagnosis instead of
+a traceback, and the cells that need the result get one clear sentence instead of a ``NameError``.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from helpers.client.advice import Diagnosis
@@ -28,6 +31,53 @@ def try_and_diagnose(action: Callable[[], Any], settings: Settings | None = None
     except Exception as error:  # noqa: BLE001 - the point is to explain any failure, not to crash the cell
         return diagnose(error, settings)
     return diagnose(value, settings)
+
+
+class FirstRequestFailed(RuntimeError):
+    """Raised by ``FirstRequest.value`` when the request failed: says which failure and what to do."""
+
+
+@dataclass(frozen=True)
+class FirstRequest:
+    """What ``first_request`` did: the ``diagnosis`` of its failure, or (``ok``) the ``value`` it returned."""
+
+    diagnosis: Diagnosis | None = None
+    _value: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.diagnosis is None
+
+    @property
+    def value(self) -> Any:
+        """The action's result; if the request failed, ``FirstRequestFailed`` with the diagnosis' title."""
+        if self.diagnosis is not None:
+            raise FirstRequestFailed(
+                f"上面的第一个请求没有成功（{self.diagnosis.title}），这个单元需要它的结果。"
+                "按那里的“怎么办”修正设置（.env），重启内核后从头运行。"
+            )
+        return self._value
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return "第一个请求成功。" if self.diagnosis is None else f"第一个请求失败。\n{self.diagnosis}"
+
+
+def first_request(action: Callable[[], Any], settings: Settings | None = None) -> FirstRequest:
+    """Run ``action()`` (the notebook's first request); on an exception print ``diagnose``'s explanation.
+
+    Never raises for a failed request: later cells read ``.value`` (the result, or one clear
+    ``FirstRequestFailed``) or test ``if first.ok:``. The key never appears in what is printed.
+    """
+    try:
+        value = action()
+    except Exception as error:  # noqa: BLE001 - a failed first request is explained, not re-raised
+        outcome = FirstRequest(diagnosis=diagnose(error, settings))
+        print(outcome)
+        return outcome
+    return FirstRequest(_value=value)
 
 
 @contextmanager

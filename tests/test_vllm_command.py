@@ -83,4 +83,4 @@ def test_the_vllm_subcommand_prints_both_forms_and_fails_on_a_gpu_that_cannot_wo
     bad = run("--config", str(DATA / "config_a.yaml"), "--gpu", "rtx-4090")
     assert bad.returncode == 1 and "WARNING" in bad.stdout
     missing = run("--config", "nope.yaml")
-    assert missing.returncode == 2 and "no such config file" in missing.stdout
+    assert missing.returncode == 2 and "no such config file" in missing.stderr  # errors on stderr

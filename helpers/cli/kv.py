@@ -2,15 +2,16 @@
 
 python -m helpers kv --model llama-2-13b --gpu rtx-4090 --seq-len 4096 --batch 8 --kv-dtype fp8
 python -m helpers kv --config path/to/config.json --gpu a100-80gb --json
+python -m helpers kv --list-gpus        (or --list-models: the presets, with their context lengths)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from helpers.cli.args import fail
 from helpers.kvcache import (
     DTYPE_BYTES,
     cached_layer_tokens,
@@ -26,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="preset name or Hugging Face id (e.g. llama-2-13b)")
     source.add_argument("--config", help="path to a Hugging Face config.json")
+    source.add_argument("--list-gpus", action="store_true", help="list the GPUs --gpu accepts, and exit")
+    source.add_argument("--list-models", action="store_true", help="list the model presets, and exit")
     parser.add_argument("--gpu", help="GPU name for a capacity plan (e.g. rtx-4090); omit for sizes only")
     parser.add_argument(
         "--seq-len",
@@ -67,6 +70,13 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     seq_len = args.seq_len or args.max_model_len or model.max_position_embeddings
+    warnings = []
+    if seq_len > model.max_position_embeddings:
+        warnings.append(
+            f"{seq_len:,} tokens per sequence exceed {model.name}'s context length, "
+            f"{model.max_position_embeddings:,} tokens (max_position_embeddings in its config.json): "
+            "no sequence can be that long; the KV figure is arithmetic only"
+        )
     report: dict[str, Any] = {
         "model": model.to_dict(),
         "seq_len": seq_len,
@@ -77,6 +87,7 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
         "kv_cache_bytes": kv_cache_bytes(model, seq_len, args.batch, args.kv_dtype),
         "weights_bytes": weights_bytes(model, args.weight_dtype),
         "capacity": None,
+        "warnings": warnings,
     }
     if args.gpu:
         plan = plan_capacity(
@@ -90,7 +101,8 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
         )
         tokens_needed = cached_layer_tokens(model, seq_len) / model.num_layers * args.batch
         fits = plan.fits and seq_len <= plan.max_model_len and tokens_needed <= plan.kv_cache_tokens
-        report["capacity"] = {**plan.to_dict(), "batch_fits": fits, "explain": plan.explain()}
+        why = f" (longer than max_model_len {plan.max_model_len:,})" if seq_len > plan.max_model_len else ""
+        report["capacity"] = {**plan.to_dict(), "batch_fits": fits, "explain": plan.explain(), "why": why}
     return report
 
 
@@ -106,9 +118,10 @@ def _text(report: dict[str, Any]) -> str:
     if m["sliding_window"]:
         lines.insert(1, f"sliding window {m['sliding_window']} on {m['num_sliding_window_layers']} layers")
     lines += [f"note: {note}" for note in m["assumptions"]]
+    lines += [f"WARNING: {warning}" for warning in report["warnings"]]
     cap = report["capacity"]
     if cap:
-        verdict = "fits" if cap["batch_fits"] else "does NOT fit"
+        verdict = "fits" if cap["batch_fits"] else "does NOT fit" + cap["why"]
         lines += [
             "",
             cap["explain"],
@@ -118,11 +131,36 @@ def _text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _gpu_table() -> str:
+    from helpers.hardware import list_gpus, load_gpu
+
+    lines = [f"{'--gpu':<12}{'name':<30}{'memory':>10}{'bandwidth':>13}{'FP16 dense':>13}"]
+    for name in list_gpus():
+        gpu = load_gpu(name)
+        lines.append(f"{name:<12}{gpu.display_name:<30}{gpu.memory_bytes / 2**30:>6.1f} GiB"
+                     f"{gpu.memory_bandwidth_bytes_per_s / 1e9:>8,.0f} GB/s{gpu.fp16_tflops:>8,.0f} TFLOPS")
+    return "\n".join(lines)
+
+
+def _model_table() -> str:
+    from helpers.models import list_models
+
+    lines = [f"{'--model':<16}{'params':>9}{'layers':>8}  {'attention':<10}{'KV heads':>9}{'context':>10}"
+             f"{'window':>8}"]
+    for name in list_models():
+        m = load_model(name)
+        lines.append(f"{name:<16}{m.total_params / 1e9:>8.1f}B{m.num_layers:>8}  {m.attention:<10}"
+                     f"{m.num_kv_heads:>9}{m.max_position_embeddings:>10,}{m.sliding_window or '-':>8}")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.list_gpus or args.list_models:
+        print(_gpu_table() if args.list_gpus else _model_table())
+        return 0
     try:
         report = _report(args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     print(json.dumps(report, ensure_ascii=False) if args.json else _text(report))
     return 0

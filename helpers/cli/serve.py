@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 
+from helpers.cli.args import at_least, fail, fraction, port
 from helpers.kvcache import format_bytes
 
 
@@ -19,15 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", help="vLLM YAML config (e.g. data/vllm/config_b.yaml); default: vLLM defaults"
     )
-    parser.add_argument("--gpu", default="a100-80gb", help="simulated GPU (python -m helpers kv --list-gpus)")
+    parser.add_argument(
+        "--gpu", default="a100-80gb", help="GPU (default a100-80gb; python -m helpers kv --list-gpus)"
+    )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to the network)"
     )
-    parser.add_argument("--port", type=int, default=8000, help="port (0 = any free port)")
+    parser.add_argument("--port", type=port, default=8000, help="port (0 = any free port)")
     parser.add_argument("--api-key", help="require this key as 'Authorization: Bearer KEY' (never printed)")
     parser.add_argument(
         "--time-scale",
-        type=float,
+        type=at_least(float, 0, strict=True),
         default=1.0,
         help="wall seconds per simulated second (0.1 = ten times faster than the GPU)",
     )
@@ -39,12 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-waiting-requests",
-        type=int,
+        type=at_least(int, 0),
         default=None,
         help="answer 429 with Retry-After when this many requests wait (default: no limit)",
     )
     parser.add_argument(
-        "--fault-rate", type=float, default=0.0, help="share of requests given a random fault"
+        "--fault-rate", type=fraction, default=0.0, help="share of requests given a random fault (0..1)"
     )
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults")
     parser.add_argument(
@@ -68,11 +71,8 @@ def run(args: argparse.Namespace) -> int:
     from helpers.server.app import create_app
     from helpers.server.launcher import READY_PREFIX, bind_socket, uvicorn_server
 
-    if args.time_scale <= 0:
-        print("error: --time-scale must be > 0 (0.1 = ten times faster than the simulated GPU)")
-        return 2
     _print_engine_log()  # the engine logs vLLM's "GPU KV cache size: N tokens" lines as it is built
-    try:
+    try:  # a bad config, GPU or model name: the learner's input, exit 2
         app = create_app(
             args.config,
             args.gpu,
@@ -83,9 +83,12 @@ def run(args: argparse.Namespace) -> int:
             fault_rate=args.fault_rate,
             fault_seed=args.fault_seed,
         )
+    except (FileNotFoundError, ValueError) as exc:
+        return fail(str(exc))
+    try:  # the port is taken or the host is not this machine's
         sock = bind_socket(args.host, args.port)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}")
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     service = app.state.mock
     for driver in service.drivers:

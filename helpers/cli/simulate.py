@@ -6,9 +6,14 @@ Example: ``python -m helpers simulate --config data/vllm/config_b.yaml --gpu a10
 from __future__ import annotations
 
 import argparse
-import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from helpers.engine.config import EngineConfig
+from helpers.cli.args import fail
+
+if TYPE_CHECKING:
+    from helpers.engine.config import EngineConfig
+    from helpers.engine.simulate import SimulationResult
 
 SUMMARY_ROWS = (("completed", "Successful requests", "{:d}"),
                 ("duration", "Benchmark duration (s)", "{:.2f}"),
@@ -20,7 +25,8 @@ SUMMARY_ROWS = (("completed", "Successful requests", "{:d}"),
                 ("mean_ttft_ms", "Mean TTFT (ms)", "{:.2f}"),
                 ("median_ttft_ms", "Median TTFT (ms)", "{:.2f}"),
                 ("p99_ttft_ms", "P99 TTFT (ms)", "{:.2f}"), ("mean_tpot_ms", "Mean TPOT (ms)", "{:.2f}"),
-                ("p99_tpot_ms", "P99 TPOT (ms)", "{:.2f}"), ("mean_itl_ms", "Mean ITL (ms)", "{:.2f}"),
+                ("median_tpot_ms", "Median TPOT (ms)", "{:.2f}"), ("p99_tpot_ms", "P99 TPOT (ms)", "{:.2f}"),
+                ("mean_itl_ms", "Mean ITL (ms)", "{:.2f}"), ("median_itl_ms", "Median ITL (ms)", "{:.2f}"),
                 ("p99_itl_ms", "P99 ITL (ms)", "{:.2f}"), ("mean_e2el_ms", "Mean E2EL (ms)", "{:.2f}"),
                 ("kv_cache_size_tokens", "GPU KV cache size (tokens)", "{:,}"),
                 ("mean_batch_size", "Mean batch size", "{:.1f}"),
@@ -43,14 +49,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--result-json", default=None, help="write the summary (vLLM's keys) here")
 
 
-def _fail(message: str) -> int:
-    print(f"simulate: error: {message}", file=sys.stderr)
-    return 2
+def itl_note(result: SimulationResult, config: EngineConfig) -> str | None:
+    """What the ITL rows show when a few slow gaps (more than twice the median) pull the mean up, or None.
+
+    ITL pools every request's gaps (vLLM ``benchmarks/serve.py``); in the simulator a step only takes longer
+    than a decode step when it also runs prefill tokens (new prompts, or preempted ones recomputed), and
+    every request decoding in that step waits for it.
+    """
+    import numpy as np
+
+    s = result.summary
+    gaps_ms = np.concatenate([np.asarray(g, dtype=float) for g in result.requests["itls_s"]]) * 1e3
+    if len(gaps_ms) == 0:
+        return None
+    median = float(np.median(gaps_ms))
+    slow = gaps_ms[gaps_ms > 2 * median]
+    if len(slow) == 0:
+        return None
+    share, added = len(slow) / len(gaps_ms), float(slow.sum() - len(slow) * median) / len(gaps_ms)
+    recompute = "或被抢占后重算的请求" if s["num_preemptions"] else ""
+    chunk = ""
+    if config.enable_chunked_prefill:
+        chunk = f"（chunked prefill：每步最多 max_num_batched_tokens = {config.max_num_batched_tokens:,}）"
+    lines = [
+        f"注：ITL 把所有请求的 {len(gaps_ms):,} 个 token 间隔放在一起统计"
+        "（vLLM benchmarks/serve.py 的算法）。",
+        f"中位数 {median:.2f} ms 是普通的 decode step；其中 {len(slow):,} 个（{share:.2%}）慢了一倍以上，"
+        f"平均 {slow.mean():.0f} ms、最长 {slow.max():.0f} ms：",
+        f"这些 step 里同时在 prefill 新请求{recompute}{chunk}，批里每个正在 decode 的请求都要等它做完。",
+        f"这些卡顿把 Mean ITL 抬高了约 {added:.2f} ms。",
+    ]
+    if share < 0.01 and s["p99_itl_ms"] < s["mean_itl_ms"]:
+        lines[-1] += (f"它们不到 1%，P99 看不到，所以 P99 ITL（{s['p99_itl_ms']:.2f}）低于 Mean ITL"
+                      f"（{s['mean_itl_ms']:.2f}）。")
+    lines.append(f"TPOT 按请求平均，每个请求都分摊了卡顿：P99 TPOT 是 {s['p99_tpot_ms']:.2f} ms。")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
+    from helpers.engine.config import EngineConfig
     from helpers.engine.simulate import simulate
 
+    out = Path(args.result_json) if args.result_json else None
+    if out is not None and not out.parent.is_dir():
+        return fail(f"--result-json {out}: the folder {out.parent} does not exist")
     try:
         config = EngineConfig.from_yaml(args.config)
         result = simulate(config, args.gpu, num_prompts=args.num_prompts, input_len=args.input_len,
@@ -58,12 +100,15 @@ def run(args: argparse.Namespace) -> int:
                           request_rate=args.request_rate, shared_prefix_len=args.shared_prefix,
                           range_ratio=args.range_ratio, seed=args.seed)
     except (ValueError, FileNotFoundError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     s = result.summary
     title = f" {s['model_id']} on {s['gpu']} ({args.config}) "
     print(f"{title:=^60}")
     for key, label, fmt in SUMMARY_ROWS:
         print(f"{label + ':':<40}{fmt.format(s[key]):>20}")
+    note = itl_note(result, config)
+    if note:
+        print(note)
     if config.not_simulated:
         print(f"accepted, not simulated: {', '.join(k for k, _ in config.not_simulated)}")
     if args.result_json:

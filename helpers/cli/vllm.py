@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from helpers.cli.args import fail, port
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="vLLM YAML config (e.g. data/vllm/config_a.yaml)")
@@ -17,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", default="0.0.0.0", help="--host of the printed commands (default 0.0.0.0)")
     parser.add_argument(
-        "--port", type=int, default=8000, help="--port of the printed commands (default 8000)"
+        "--port", type=port, default=8000, help="--port of the printed commands (default 8000)"
     )
 
 
@@ -27,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = vllm_launch(args.config, args.gpu, host=args.host, port=args.port)
     except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {exc}")
-        return 2
+        return fail(str(exc))
     print("# vllm serve (every option on the command line)")
     print(launch.serve)
     print("# the articles' form (the options stay in the file)")

@@ -2,13 +2,15 @@
 
 Submodules: ``settings`` (env / .env, masked key), ``urls`` (base-URL normalisation), ``proxies``, ``factory``
 (SDK clients for measuring), ``metrics`` + ``stream`` (``stream_once`` → ``RequestMetrics``), ``naive`` (the
-articles' measurement for comparison), ``diagnose`` + ``advice`` (errors explained in Chinese), ``backend``
-(mock or TaoToken: the only module that may start the mock).
+articles' measurement for comparison), ``diagnose`` + ``advice`` (errors explained in Chinese), ``check``
+(the settings checked before the first request), ``backend`` (mock or TaoToken: the only module that may
+start the mock).
 """
 from __future__ import annotations
 
 from .advice import Diagnosis
 from .backend import get_backend, list_served_models
+from .check import SettingsCheck, check_settings
 from .diagnose import diagnose, mask_secrets
 from .factory import make_async_client, make_client, measurement_timeout
 from .metrics import ChunkEvent, NoTokensError, RequestMetrics, metrics_from_trace
@@ -20,7 +22,8 @@ from .urls import DEFAULT_BASE_URL, UrlFix, is_loopback_host, normalize_base_url
 
 __all__ = [
     "DEFAULT_BASE_URL", "PROXY_VARS", "ChunkEvent", "Diagnosis", "NaiveMetrics", "NoTokensError",
-    "RequestMetrics", "Settings", "UrlFix", "astream_once", "bypass_proxy_for_loopback", "diagnose",
+    "RequestMetrics", "Settings", "SettingsCheck", "UrlFix", "astream_once", "bypass_proxy_for_loopback",
+    "check_settings", "diagnose",
     "find_dotenv", "get_backend", "is_loopback_host", "list_served_models", "load_settings",
     "make_async_client", "make_client", "mask_secret", "mask_secrets", "measurement_timeout",
     "metrics_from_trace", "naive_measure", "naive_p99", "normalize_base_url", "parse_dotenv",

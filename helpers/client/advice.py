@@ -31,25 +31,37 @@ class Diagnosis:
         return text + (f"\n\n原始信息：`{self.detail}`" if self.detail else "")
 
 
-def unauthorized(key: str | None) -> Diagnosis:
+def key_problem(key: str | None) -> str | None:
+    """What is visibly wrong with ``key`` (missing, placeholder, OAuth token, ``Bearer``, spaces), or None.
+
+    Says so without quoting the key.
+    """
     if not key:
-        problem = (
+        return (
             "请求没有带 API Key（没有设置 TAOTOKEN_API_KEY，"
             "或代码读的是另一个变量名，比如 OPENAI_API_KEY）。"
         )
-    elif key == MOCK_API_KEY:
-        problem = (
+    if key == MOCK_API_KEY:
+        return (
             "请求带的是 mock 的占位 Key，也就是没有设置 TAOTOKEN_API_KEY。mock 只在用 --api-key 启动或收到 "
             "X-Mock-Fault: 401 时才返回 401；对 TaoToken 来说，这等于没有带 Key。"
         )
-    elif key.startswith("eyJ") or key.count(".") == 2:
-        problem = "这个 Key 看起来像 OAuth / JWT 登录令牌（以 eyJ 开头或由三段组成），不是 API Key。"
-    elif key.lower().startswith("bearer"):
-        problem = "Key 里多写了 `Bearer ` 前缀：SDK 会自己加，结果变成 `Bearer Bearer ...`。"
-    elif key != key.strip():
-        problem = "Key 首尾有空格或换行（复制时带上的）。"
-    else:
-        problem = "Key 不对、已被删除或禁用，或额度已用完。"
+    if key.startswith("eyJ") or key.count(".") == 2:
+        return "这个 Key 看起来像 OAuth / JWT 登录令牌（以 eyJ 开头或由三段组成），不是 API Key。"
+    if key.lower().startswith("bearer"):
+        return "Key 里多写了 `Bearer ` 前缀：SDK 会自己加，结果变成 `Bearer Bearer ...`。"
+    if key != key.strip() or any(c.isspace() for c in key):
+        return "Key 首尾或中间有空格或换行（复制时带上的）。"
+    if not key.isascii():
+        return ("Key 里有中文或其他非 ASCII 字符：多半是示例里的占位符（如“你的_TaoToken_Key”）"
+                "没有换成真实的 Key。")
+    if key[0] in "'\"" or key[-1] in "'\"":
+        return "Key 带着引号：.env 里写 TAOTOKEN_API_KEY=sk-...，引号要成对，或干脆不加。"
+    return None
+
+
+def unauthorized(key: str | None) -> Diagnosis:
+    problem = key_problem(key) or "Key 不对、已被删除或禁用（服务器回复 Invalid API Key 就是这种情况）。"
     return Diagnosis(
         "unauthorized", "401 未授权：API Key 无效或缺失", problem,
         "在 TaoToken 控制台的 API Keys 页面重新复制 Key，写进 .env 的 TAOTOKEN_API_KEY=..."
@@ -81,12 +93,14 @@ def forbidden() -> Diagnosis:
     )
 
 
-def model_not_found(model: str | None) -> Diagnosis:
+def model_not_found(model: str | None, status: int = 404) -> Diagnosis:
     which = f"模型 ID `{model}`" if model else "请求里的模型 ID"
     return Diagnosis(
-        "model_not_found", "404 模型不存在（model_not_found）",
-        f"地址是对的（服务器认出了接口），但{which}不存在或拼写不对。",
-        "用 client.models.list() 或控制台的模型列表查准确的 ID，写进 TAOTOKEN_MODEL；"
+        "model_not_found", f"{status} 模型不存在（The model does not exist / model_not_found）",
+        f"地址和 Key 都是对的（服务器认出了接口），但{which}不存在、拼写不对或当前不可用。"
+        "TaoToken 对不存在的模型回复 400 The model does not exist，vLLM 和 OpenAI 回复 404。",
+        "用 check_settings() 或 client.models.list() 列出服务器上的模型 ID（TaoToken 在控制台的模型广场，"
+        "形如 claude-sonnet-4-6），原样复制到 TAOTOKEN_MODEL（注意大小写和连字符）；"
         "自建 vLLM 时它等于 --served-model-name。",
     )
 
@@ -119,14 +133,27 @@ def rate_limited(retry_after: str | None, *, quota: bool) -> Diagnosis:
     wait = "服务器没有给出 Retry-After。"
     if retry_after:
         wait = f"服务器建议等待 {retry_after} 秒（Retry-After 响应头）。"
-    cause = "额度或余额用完了。" if quota else "请求太多：超过了速率限制，或服务器的等待队列已满。"
+    if quota:
+        return Diagnosis(
+            "quota_exceeded", "429 额度用完了",
+            "Key 有效，但账户的额度或余额已经用完（服务器回复 quota / insufficient_quota）：重试不会好转。",
+            "到 TaoToken 控制台查看余额和用量，充值或换一个有额度的 Key；课程的练习也可以先用内置 mock"
+            "（删掉 .env 里的 TAOTOKEN_API_KEY 后重启内核）。",
+        )
     return Diagnosis(
-        "rate_limited", "429 请求过多", cause + wait,
+        "rate_limited", "429 请求过多", "请求太多：超过了速率限制，或服务器的等待队列已满。" + wait,
         "降低并发或请求速率，按 Retry-After 等待后重试；压测时把 429 计入失败率，不要让 SDK 静默重试。",
     )
 
 
 def server_error(status: int) -> Diagnosis:
+    if status == 503:
+        return Diagnosis(
+            "unavailable", "503 服务暂时不可用",
+            "服务方（或它转发到的上游模型）暂时不可用：维护、过载，或这个模型此刻下线了。"
+            "不是你的代码或 Key 的问题。",
+            "等一会儿再试；持续出现时换一个模型 ID 试试，或记录时间反馈给服务方。压测时把它计入失败率。",
+        )
     return Diagnosis(
         "server_error", f"{status} 服务器内部错误",
         "问题在服务器一侧（后端故障、过载或重启中），不是你的代码。",

@@ -25,7 +25,13 @@ from .proxies import proxy_variables
 from .settings import ENV_KEY, Settings, mask_secret
 from .urls import is_loopback_host, normalize_base_url
 
-_SECRET_PATTERNS = (re.compile(r"\b(?:sk|tk|ak)-[A-Za-z0-9_\-]{6,}"), re.compile(r"(?<=Bearer )\S+"))
+_SECRET_PATTERNS = (  # sk-... strings; a token after "Bearer " (not the word in our own advice text)
+    re.compile(r"\b(?:sk|tk|ak)-[A-Za-z0-9_\-]{6,}"), re.compile(r"(?<=Bearer )[A-Za-z0-9_.~+/=-]{8,}")
+)
+_MODEL_MISSING = re.compile(
+    r"\bmodel\b.*(not.?found|not exist|does not|unknown|invalid)|model_not_found", re.I
+)
+_QUOTA_WORDS = re.compile(r"quota|balance|insufficient|credit|余额|额度", re.I)
 _CONTEXT_WORDS = re.compile(
     r"context length|context window|max_model_len|maximum context|max_tokens|too large", re.I
 )
@@ -84,16 +90,18 @@ def _status_error(error: openai.APIStatusError, settings: Settings | None) -> Di
         return advice.unauthorized(_sent_key(error, settings))
     if status == 403:
         return advice.forbidden()
-    if status == 404:
-        if code == "model_not_found" or re.search(r"\bmodel\b", message, re.I):
-            return advice.model_not_found(_requested_model(error) or (settings.model if settings else None))
-        base = url.rsplit("/chat/completions", 1)[0]
-        return advice.wrong_path(url, normalize_base_url(base))
+    model_missing = code == "model_not_found" or bool(_MODEL_MISSING.search(message))
+    if status in (400, 404) and model_missing:  # TaoToken: 400 "The model does not exist"; vLLM, OpenAI: 404
+        model = _requested_model(error) or (settings.model if settings else None)
+        return advice.model_not_found(model, status)
+    if status == 404:  # TaoToken: {"error": {"message": "Invalid URL", ...}}
+        return advice.wrong_path(url, normalize_base_url(url))  # drops the endpoint, adds what is missing
     if status == 400 and (code == "context_length_exceeded" or _CONTEXT_WORDS.search(message)):
         return advice.context_too_long()
     if status == 429:
         retry_after = error.response.headers.get("retry-after")
-        return advice.rate_limited(retry_after, quota=code == "insufficient_quota")
+        kind = f"{code or ''} {getattr(error, 'type', None) or ''} {message}"
+        return advice.rate_limited(retry_after, quota=bool(_QUOTA_WORDS.search(kind)))
     if status >= 500:
         return advice.server_error(status)
     return advice.bad_request(status)
@@ -142,7 +150,7 @@ def _diagnose_exception(error: BaseException, settings: Settings | None) -> Diag
 
 def _error_body(error: Any) -> Diagnosis:
     text = json.dumps(error, ensure_ascii=False) if not isinstance(error, str) else error
-    if re.search(r"\bmodel\b", text, re.I) and re.search(r"not.?found|not exist|does not", text, re.I):
+    if _MODEL_MISSING.search(text):
         return advice.model_not_found(None)
     if re.search(r"api.?key|unauthori[sz]ed|authentication", text, re.I):
         return advice.unauthorized(None)

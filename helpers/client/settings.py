@@ -54,7 +54,10 @@ class Settings:
         """A few lines for a notebook: backend, base URL, model, masked key, where the settings came from."""
         mock = self.backend == "mock"
         backend = "内置 mock 服务（未设置 TAOTOKEN_API_KEY）" if mock else "TaoToken"
-        missing_model = "（mock 启动后确定）" if mock else "（未设置 TAOTOKEN_MODEL）"
+        missing_model = "（mock 启动后确定）" if mock else (
+            f"（未设置 {ENV_MODEL}：请求会失败。在 .env 里写 {ENV_MODEL}=模型 ID，如 claude-sonnet-4-6，"
+            "然后重启内核；check_settings() 会列出服务器上的 ID）"
+        )
         lines = [
             f"后端 backend : {backend}",
             f"Base URL     : {self.base_url or '（mock 启动后确定）'}",

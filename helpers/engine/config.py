@@ -142,8 +142,15 @@ class EngineConfig:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no such config file: {path} (the course's are in data/vllm/)")
-        with path.open(encoding="utf-8") as f:
-            options = yaml.safe_load(f) or {}
+        if not path.is_file():
+            raise ValueError(f"{path} is a folder, not a config file (e.g. data/vllm/config_b.yaml)")
+        try:
+            options = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            where = getattr(exc, "problem_mark", None)
+            line = f" (line {where.line + 1})" if where is not None else ""
+            raise ValueError(f"{path} is not a YAML config file{line}: a vLLM config is lines of "
+                             "`option: value`, like data/vllm/config_b.yaml") from None
         if not isinstance(options, dict):
             raise ValueError(f"{path}: a vLLM config file is a mapping of option: value, "
                              f"got {type(options).__name__}")
