@@ -54,7 +54,7 @@ class FirstRequest:
         if self.diagnosis is not None:
             raise FirstRequestFailed(
                 f"上面的第一个请求没有成功（{self.diagnosis.title}），这个单元需要它的结果。"
-                "按那里的“怎么办”修正设置（.env），重启内核后从头运行。"
+                "按那里的“怎么办”修正设置（.env），重启内核后从头运行；第 07 课逐个复现并诊断这类错误。"
             )
         return self._value
 

@@ -1,9 +1,14 @@
 """What one streamed request measured (notebook 04 §1 "定义", §2 "文章的测法 vs 正确测法").
 
-Definitions follow vLLM's serving benchmark: TTFT = send → first chunk carrying generated text (a role-only
-first chunk is not a token); ITL = gaps between consecutive text-carrying chunks; TPOT = (E2E − TTFT) /
-(N − 1) with N output tokens from the server's ``usage``; E2E = send → last text-carrying chunk. For reasoning
-models TTFT counts the first generated token of either kind (``delta.reasoning_content`` or
+Definitions follow vLLM's serving benchmark, stricter in one point: only chunks carrying generated text
+count. TTFT = send → first chunk carrying generated text (a role-only first chunk is not a token); ITL = gaps
+between consecutive text-carrying chunks; TPOT = (E2E − TTFT) / (N − 1) with N output tokens from the
+server's ``usage``; E2E = send → last text-carrying chunk. vLLM v0.19.0's benchmark
+(``vllm/benchmarks/lib/endpoint_request_func.py``) starts TTFT at the first chunk with ``choices`` (the
+role-only one included), adds the finish chunk's gap to ITL and ends E2E at the last data line; against vLLM's
+own server, which sends the role chunk with the first token, both agree; against a gateway that sends the role
+chunk on accepting the request, vLLM's TTFT leaves out queue and prefill (data/vllm/FACTS.md §1).
+For reasoning models TTFT counts the first generated token of either kind (``delta.reasoning_content`` or
 ``delta.content``), as vLLM does; ``answer_ttft_s`` and ``reasoning_ttft_s`` give each separately and
 ``ttft_basis`` says which one ``ttft_s`` is.
 """
