@@ -67,3 +67,7 @@ def test_bad_arguments_name_the_choices(bad: dict) -> None:
 def test_simulator_defaults_are_unchanged() -> None:
     config = EngineConfig()  # notebooks rely on these; switching to vLLM's per-GPU values is the lead's call
     assert (config.max_num_batched_tokens, config.max_num_seqs) == (8192, 256)
+
+
+def test_a_gpu_name_works_like_its_spec():
+    assert vllm_batch_defaults("a100-80gb") == vllm_batch_defaults(load_gpu("a100-80gb"))

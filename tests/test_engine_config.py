@@ -15,12 +15,12 @@ def test_articles_configs_load_with_their_settings():
     assert b.max_num_seqs == 128 and b.enable_prefix_caching and b.enable_chunked_prefill
     assert b.model == "meta-llama/Llama-2-13b-chat-hf" and b.served_model_name == "local-13b"
     assert b.gpu_memory_utilization == 0.92 and b.max_model_len == 4096 and b.block_size == 16
-    assert dict(b.not_simulated) == {"swap_space": 8, "disable_log_stats": False}
+    assert b.max_num_batched_tokens == 8192 and b.not_simulated == ()
 
 
 def test_dashes_and_underscores_are_the_same_key(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("max-num-seqs: 7\nenable_chunked_prefill: false\nhost: 0.0.0.0\nport: 8000\n")
+    path.write_text("max-num-seqs: 7\nno_enable_chunked_prefill: true\nhost: 0.0.0.0\nport: 8000\n")
     config = EngineConfig.from_yaml(path)
     assert config.max_num_seqs == 7 and not config.enable_chunked_prefill
     assert [k for k, _ in config.not_simulated] == ["host", "port"]
@@ -53,3 +53,21 @@ def test_dtypes_and_quantization_map_to_storage_dtypes():
     assert EngineConfig(quantization="awq").weight_dtype == "int4"
     assert EngineConfig(kv_cache_dtype="fp8_e5m2").kv_dtype == "fp8"
     assert EngineConfig(scheduling_policy="fcfs").scheduling_policy == "continuous"
+
+
+def test_a_false_boolean_in_a_file_is_refused_because_vllm_would_ignore_it(tmp_path):
+    # vLLM v0.19.0's `--config` passes only true booleans on: `false` would leave the default (on) in force.
+    path = tmp_path / "c.yaml"
+    path.write_text("max_num_seqs: 1\nenable_prefix_caching: false\n")
+    with pytest.raises(ValueError, match="no-enable-prefix-caching: true"):
+        EngineConfig.from_yaml(path)
+    path.write_text("max_num_seqs: 1\nno-enable-prefix-caching: true\n")
+    assert not EngineConfig.from_yaml(path).enable_prefix_caching
+    assert not EngineConfig.from_dict({"enable_prefix_caching": False}).enable_prefix_caching  # Python: kept
+
+
+def test_a_no_option_takes_true_and_never_contradicts_its_option():
+    with pytest.raises(ValueError, match="takes true"):
+        EngineConfig.from_dict({"no_enable_prefix_caching": False})
+    with pytest.raises(ValueError, match="keep one"):
+        EngineConfig.from_dict({"enable-prefix-caching": True, "no-enable-prefix-caching": True})

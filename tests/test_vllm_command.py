@@ -35,7 +35,7 @@ def test_config_b_keeps_every_option_and_warns_that_128_long_sequences_do_not_fi
     for flag, value in [
         ("--max-num-seqs", "128"),
         ("--block-size", "16"),
-        ("--swap-space", "8"),
+        ("--max-num-batched-tokens", "8192"),
         ("--gpu-memory-utilization", "0.92"),
         ("--port", "8001"),
     ]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.hardware import GPUSpec
+from helpers.hardware import GPUSpec, load_gpu
 
 GIB = 1024**3
 LARGE_GPU_MIN_BYTES = 70 * GIB  # `device_memory >= 70 * GiB_bytes and "a100" not in device_name`
@@ -40,7 +40,7 @@ def is_large_gpu(gpu: GPUSpec) -> bool:
 
 
 def vllm_batch_defaults(
-    gpu: GPUSpec,
+    gpu: GPUSpec | str,
     usage_context: str = "openai",
     max_model_len: int | None = None,
     *,
@@ -49,7 +49,7 @@ def vllm_batch_defaults(
     max_num_seqs: int | None = None,
     performance_mode: str = "balanced",
 ) -> BatchDefaults:
-    """``max_num_batched_tokens`` / ``max_num_seqs`` as vLLM v0.19.0 sets them on ``gpu``.
+    """``max_num_batched_tokens`` / ``max_num_seqs`` as vLLM v0.19.0 sets them on ``gpu`` (a spec or a name).
 
     Values you pass are kept as vLLM keeps them; only the missing ones are defaulted and capped.
     ``max_model_len`` None skips the caps that need it (give it to get vLLM's exact numbers).
@@ -60,7 +60,7 @@ def vllm_batch_defaults(
         raise ValueError(f"performance_mode must be one of {PERFORMANCE_MODES}, got {performance_mode!r}")
     if max_model_len is not None and max_model_len < 1:
         raise ValueError(f"max_model_len must be >= 1, got {max_model_len}")
-    table = "large" if is_large_gpu(gpu) else "small"
+    table = "large" if is_large_gpu(load_gpu(gpu) if isinstance(gpu, str) else gpu) else "small"
     default_tokens, default_seqs = (_LARGE if table == "large" else _SMALL)[usage_context]
     factor = 2 if performance_mode == "throughput" else 1
     tokens = max_num_batched_tokens if max_num_batched_tokens is not None else default_tokens * factor

@@ -4,7 +4,10 @@
 or underscores, the ``model`` key as a preset name or Hugging Face id. vLLM options the simulator does not
 model (``swap_space``, ``host``, ``port``, ...) are accepted and listed in ``not_simulated``; a key that is
 not a vLLM option at all is an error with a did-you-mean, because a typo in a real launch silently
-changes nothing.
+changes nothing. A boolean is switched off as vLLM's command line does it, ``no-<option>: true``: vLLM
+v0.19.0 turns a config file's ``true`` into ``--<option>`` and silently drops ``false``
+(``FlexibleArgumentParser.load_config_file``, ``vllm/utils/argparse_utils.py``; data/vllm/FACTS.md §9), so a
+file that writes ``false`` is refused with that fix.
 """
 from __future__ import annotations
 
@@ -118,6 +121,13 @@ class EngineConfig:
         ignored: list[tuple[str, Any]] = []
         for raw_key, value in options.items():
             key = str(raw_key).strip().lstrip("-").replace("-", "_")
+            if key.startswith("no_") and isinstance(getattr(cls, key[3:], None), bool):
+                if value is not True:
+                    raise ValueError(f"{source}: {raw_key!r} takes true (it switches {key[3:]!r} off), "
+                                     f"got {value!r}")
+                if key[3:] in options or key[3:].replace("_", "-") in options:
+                    raise ValueError(f"{source}: both {key[3:]!r} and {raw_key!r} are given; keep one")
+                key, value = key[3:], False
             if key in known:
                 values[key] = value
             elif key in NOT_SIMULATED_KEYS:
@@ -154,6 +164,12 @@ class EngineConfig:
         if not isinstance(options, dict):
             raise ValueError(f"{path}: a vLLM config file is a mapping of option: value, "
                              f"got {type(options).__name__}")
+        dropped = [str(k) for k, v in options.items() if v is False]
+        if dropped:
+            fixes = ", ".join(f"`no-{k.strip().lstrip('-').replace('_', '-')}: true`" for k in dropped)
+            raise ValueError(f"{path.name}: `{dropped[0]}: false` would be ignored by `vllm serve --config` "
+                             "(vLLM v0.19.0 passes only true booleans on, vllm/utils/argparse_utils.py), "
+                             f"leaving the default on; write {fixes} instead, or leave a default alone")
         return cls.from_dict(options, source=path.name)
 
     def replace(self, **changes: Any) -> EngineConfig:
