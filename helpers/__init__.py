@@ -90,3 +90,16 @@ _export("config_ab", "article_table", "article_sweep", "as_article_table", "comp
 _export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound", "log_prompts")
 _export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
 _export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")
+_export("exercises.ex01", "check_decode_weight_bytes", "check_decode_ceiling", "check_batch_decode_gain")
+_export("exercises.ex02", "check_kv_bytes_per_token", "check_batch_kv_gib", "check_requests_that_fit",
+        "PHI4_MINI_CONFIG")
+_export("exercises.ex03", "check_gqa_saving", "check_mla_bytes_per_token", "check_sliding_window_gib")
+_export("exercises.ex04", "check_ttft_from_chunks", "check_tpot", "check_p99", "check_which_ttft_is_right",
+        "STREAM_CHUNKS", "TTFT_SAMPLES_MS")
+_export("exercises.ex05", "check_blocks_per_request", "check_prefix_hit_rate", "check_chunked_prefill_steps")
+_export("exercises.ex06", "check_queued_ttft_p99", "check_little_law", "check_config_b_speedup")
+_export("exercises.ex07", "check_base_url", "check_wrong_key_status", "check_finish_reason",
+        "check_connection_refused")
+_export("exercises.ex08", "check_log_prompt_p99", "check_metrics_hit_rate", "check_kv_demand",
+        "METRICS_SAMPLE")
+_export("exercises", "CheckResult", "notebook_exercises")

@@ -1,0 +1,123 @@
+"""练习 for notebook 02 (KV cache memory): KV bytes per token from a config.json, a batch's KV in GiB, and
+how many 4k requests fit on a card by vLLM's rule.
+
+Expected values come from ``helpers.kvcache`` and ``helpers.capacity.plan_capacity`` (notebook 02 §2, §5).
+"""
+from __future__ import annotations
+
+import json
+
+from helpers.capacity import plan_capacity, with_settings
+from helpers.exercises.check import Mistake, NumberExercise
+from helpers.kvcache import kv_bytes_per_token, kv_cache_bytes
+from helpers.models import ModelSpec, load_model
+
+# Fields of microsoft/Phi-4-mini-instruct's config.json that the KV formula needs (the full file, with its
+# source, is tests/model_configs/phi-4-mini.json); a model the notebooks do not show.
+PHI4_MINI_CONFIG: dict = {
+    "_hf_id": "microsoft/Phi-4-mini-instruct",
+    "model_type": "phi3",
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 24,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "vocab_size": 200064,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+
+
+def _phi4_bytes() -> float:
+    return kv_bytes_per_token(ModelSpec.from_hf_config(PHI4_MINI_CONFIG), "bf16")
+
+
+def _phi4_mistakes(b: float) -> list[Mistake]:
+    cfg = PHI4_MINI_CONFIG
+    hidden = 2 * cfg["num_hidden_layers"] * cfg["hidden_size"] * 2
+    return [
+        Mistake("kv_once", b / 2, "K 和 V 只算了一份：每层每个 KV 头要存一个 key 和一个 value，公式里有"
+                                  "个 2。"),
+        Mistake("hidden_size", hidden, "用了 hidden_size（= num_attention_heads × head_dim）；GQA 模型只"
+                                       "缓存 num_key_value_heads 个头，应该是 num_kv_heads × head_dim。"),
+        Mistake("hidden_size_kv_once", hidden / 2, "两处错：用了 hidden_size 而不是 num_kv_heads × head_"
+                                                   "dim，而且 K 和 V 只算了一份。"),
+        Mistake("fp32", 2 * b, "按 4 字节（fp32）算了；bf16 每个数 2 字节。"),
+        Mistake("one_layer", b / cfg["num_hidden_layers"], "只算了一层；每一层都有自己的 KV cache。"),
+        Mistake("kib", b / 1024, "这是 KiB；题目要的是字节数。"),
+    ]
+
+
+check_kv_bytes_per_token = NumberExercise(
+    id="02.1", name="check_kv_bytes_per_token", unit="字节",
+    prompt=("**练习 02.1 · 一个没见过的模型**\n\n下面是 Phi-4-mini 的 `config.json` 里和 KV cache 有关的"
+            "字段（`from helpers import PHI4_MINI_CONFIG` 可以拿到同一个 dict）。按 bf16 计算，**每个 to"
+            "ken** 的 KV cache 占多少**字节**？\n\n```json\n"
+            + json.dumps(PHI4_MINI_CONFIG, indent=2) + "\n```"),
+    expected=_phi4_bytes, mistakes=_phi4_mistakes,
+    hint="每 token 字节 = 2 × 层数 × KV 头数 × head_dim × 每个数的字节；head_dim = hidden_size ÷ num_att"
+         "ention_heads。",
+)
+
+BATCH_MODEL, BATCH_SEQ_LEN, BATCH_SIZE = "llama-3-8b", 4096, 32
+
+
+def _batch_gib() -> float:
+    return kv_cache_bytes(load_model(BATCH_MODEL), BATCH_SEQ_LEN, BATCH_SIZE, "fp16") / 2**30
+
+
+def _batch_mistakes(gib: float) -> list[Mistake]:
+    model = load_model(BATCH_MODEL)
+    hidden_ratio = model.num_attention_heads / model.num_kv_heads
+    return [
+        Mistake("gib_vs_gb", gib * 2**30 / 1e9, "这是十进制 GB（÷10⁹）；题目要 GiB（÷2³⁰）。"),
+        Mistake("kv_once", gib / 2, "K 和 V 只算了一份（少了因子 2）。"),
+        Mistake("hidden_size", gib * hidden_ratio, "按 32 个注意力头算了；Llama-3-8B 是 GQA，只缓存 8 个"
+                                                   " KV 头。"),
+        Mistake("fp32", gib * 2, "按 fp32 算了；题目是 fp16。"),
+        Mistake("one_sequence", gib / BATCH_SIZE, "只算了一条序列；batch 里 32 条各有自己的 KV。"),
+    ]
+
+
+check_batch_kv_gib = NumberExercise(
+    id="02.2", name="check_batch_kv_gib", unit="GiB",
+    prompt=("**练习 02.2 · 一个 batch 的 KV**\n\nLlama-3-8B（`load_model('llama-3-8b')`），"
+            f"{BATCH_SIZE} 条各 {BATCH_SEQ_LEN} token 的序列，fp16。KV cache 一共多少 **GiB**？"),
+    expected=_batch_gib, mistakes=_batch_mistakes,
+    hint="先算每 token 字节（`kv_bytes_per_token`），再 × 序列长度 × batch；1 GiB = 2³⁰ 字节。",
+)
+
+FIT_MODEL, FIT_GPU, FIT_LEN, FIT_UTIL = "llama-3-8b", "rtx-4090", 4096, 0.9
+
+
+def _fit_plan():
+    return plan_capacity(FIT_MODEL, FIT_GPU, max_model_len=FIT_LEN, gpu_memory_utilization=FIT_UTIL)
+
+
+def _fit_mistakes(_: float) -> list[Mistake]:
+    plan = _fit_plan()
+    per_request = plan.kv_bytes_per_token * plan.tokens_per_request
+    no_reserves = plan_capacity(FIT_MODEL, FIT_GPU, max_model_len=FIT_LEN, gpu_memory_utilization=FIT_UTIL,
+                                activation_bytes=0, non_torch_bytes=0)
+    return [
+        Mistake("weights_forgotten", (plan.budget_bytes - plan.activation_bytes - plan.non_torch_bytes)
+                / per_request, "忘了先减去权重：KV 池是显存预算减掉权重（和预留）之后剩下的部分。"),
+        Mistake("utilization_ignored", with_settings(plan, gpu_memory_utilization=1.0).max_concurrency,
+                "用了整张卡的显存；vLLM 只用 gpu_memory_utilization（0.9）那一份。"),
+        Mistake("reserves_forgotten", no_reserves.max_concurrency,
+                "忘了激活峰值和非 PyTorch 显存的预留（`plan.activation_bytes`、`plan.non_torch_bytes`）。"),
+    ]
+
+
+check_requests_that_fit = NumberExercise(
+    id="02.3", name="check_requests_that_fit", unit="条", rel_tol=0.0, abs_tol=0.5,
+    prompt=("**练习 02.3 · 这张卡能放下几条 4k 请求**\n\n按 vLLM 的规则（第 5 节），Llama-3-8B（fp16）放在 "
+            f"RTX 4090 上，`gpu_memory_utilization={FIT_UTIL}`、`max_model_len={FIT_LEN}`，"
+            "KV 池能同时放下几条满长度（4096 token）的请求？先手算，再用 `plan_capacity` 核对。"),
+    expected=lambda: _fit_plan().max_concurrency, mistakes=_fit_mistakes,
+    hint="KV 池 = 显存 × gpu_memory_utilization − 权重 − 激活峰值 − 非 PyTorch 预留；再 ÷ 一条请求的 KV "
+         "字节。",
+)
+
+EXERCISES = (check_kv_bytes_per_token, check_batch_kv_gib, check_requests_that_fit)

@@ -1,0 +1,112 @@
+"""Worked solutions of every 练习 (withhold this file from a learners' copy; nothing else imports it).
+
+``SOLUTIONS[check name]()`` returns the answer the way a learner would work it out: by hand from the prompt's
+numbers, or with the helper the notebook teaches where the answer depends on data or settings (a notebook
+reads the same files as ``../data/...``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from helpers.models import DATA_DIR
+
+
+def _decode_weight_gb() -> float:
+    from helpers import load_model
+
+    return load_model("llama-2-7b").total_params * 2 / 1e9  # params x 2 bytes (fp16), decimal GB
+
+
+def _decode_ceiling() -> float:
+    from helpers import load_gpu, load_model
+
+    return load_gpu("a100-80gb").memory_bandwidth_bytes_per_s / (load_model("llama-2-7b").total_params * 2)
+
+
+def _batch_gain() -> float:
+    from helpers import decode_tokens_per_s_ceiling, load_gpu, load_model
+
+    model, gpu = load_model("llama-2-7b"), load_gpu("a100-80gb")
+    return decode_tokens_per_s_ceiling(model, gpu, batch_size=8) / decode_tokens_per_s_ceiling(model, gpu)
+
+
+def _requests_that_fit() -> float:
+    from helpers import plan_capacity
+
+    return math.floor(plan_capacity("llama-3-8b", "rtx-4090", max_model_len=4096,
+                                    gpu_memory_utilization=0.9).max_concurrency)
+
+
+def _gemma_window_gib() -> float:
+    per_layer = 2 * 8 * 256 * 2  # K and V, 8 KV heads, head_dim 256, fp16
+    return 21 * per_layer * (16384 + 4096) / 2**30  # 21 global layers keep all, 21 windowed keep 4096
+
+
+def _prefix_hit_rate() -> float:
+    return (10 - 1) * (40 // 16 * 16) / (10 * 128)  # 9 later requests hit 2 full blocks of 16 of 128
+
+
+def _queued_ttft_p99() -> float:
+    from helpers import EngineConfig, simulate
+
+    config_a = EngineConfig.from_yaml(DATA_DIR / "vllm" / "config_a.yaml")
+    one = simulate(config_a, "a100-80gb", num_prompts=4, input_len=1024, output_len=128,
+                   concurrency=1).summary
+    return 7 * one["mean_e2el_ms"] + one["mean_ttft_ms"]  # the 8th in line waits for 7, then its prefill
+
+
+def _config_b_speedup() -> float:
+    from helpers import EngineConfig, simulate
+
+    runs = {name: simulate(EngineConfig.from_yaml(DATA_DIR / "vllm" / f"config_{name}.yaml"), "a100-80gb",
+                           num_prompts=32, input_len=1024, output_len=128, concurrency=8).summary
+            for name in "ab"}
+    return runs["b"]["output_throughput"] / runs["a"]["output_throughput"]
+
+
+def _log_prompt_p99() -> float:
+    from helpers import load_request_log
+
+    log = load_request_log(DATA_DIR / "logs" / "sample_requests.jsonl")
+    return float(np.percentile(log["prompt_tokens"], 99))
+
+
+def _kv_demand() -> float:
+    from helpers import kv_demand_tokens, load_request_log
+
+    log = load_request_log(DATA_DIR / "logs" / "sample_requests.jsonl")
+    return kv_demand_tokens(log["prompt_tokens"] + log["output_tokens"], 16)
+
+
+SOLUTIONS: dict[str, Callable[[], Any]] = {
+    "check_decode_weight_bytes": _decode_weight_gb,
+    "check_decode_ceiling": _decode_ceiling,
+    "check_batch_decode_gain": _batch_gain,
+    "check_kv_bytes_per_token": lambda: 2 * 32 * 8 * (3072 // 24) * 2,  # K+V, layers, KV heads, head_dim, 2 B
+    "check_batch_kv_gib": lambda: 2 * 32 * 8 * 128 * 2 * 4096 * 32 / 2**30,
+    "check_requests_that_fit": _requests_that_fit,
+    "check_gqa_saving": lambda: 32 / 8,
+    "check_mla_bytes_per_token": lambda: 61 * (512 + 64) * 2,
+    "check_sliding_window_gib": _gemma_window_gib,
+    "check_ttft_from_chunks": lambda: 388.0,  # the first chunk whose delta.content is not empty
+    "check_tpot": lambda: (1400 - 400) / (11 - 1),
+    "check_p99": lambda: 290 + 0.51 * (910 - 290),  # position 0.99 x 49 = 48.51 between the two largest
+    "check_which_ttft_is_right": lambda: "B",
+    "check_blocks_per_request": lambda: math.ceil((1000 + 250) / 16),
+    "check_prefix_hit_rate": _prefix_hit_rate,
+    "check_chunked_prefill_steps": lambda: math.ceil(10000 / 2048),
+    "check_queued_ttft_p99": _queued_ttft_p99,
+    "check_little_law": lambda: 8 / 2.0,
+    "check_config_b_speedup": _config_b_speedup,
+    "check_base_url": lambda: "https://taotoken.net/api/v1",
+    "check_wrong_key_status": lambda: 401,
+    "check_finish_reason": lambda: "B",
+    "check_connection_refused": lambda: "B",
+    "check_log_prompt_p99": _log_prompt_p99,
+    "check_metrics_hit_rate": lambda: 119808 / 184320,
+    "check_kv_demand": _kv_demand,
+}

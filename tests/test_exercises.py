@@ -1,0 +1,117 @@
+"""练习 checks: each accepts its solution, names each typical mistake, never raises on a learner's input."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import helpers
+from helpers.exercises import NOTEBOOKS, ChoiceExercise, NumberExercise, notebook_exercises
+from helpers.exercises.check import _fmt
+from helpers.exercises.solutions import SOLUTIONS
+
+EXERCISES = [ex for nb in NOTEBOOKS for ex in notebook_exercises(nb)]
+IDS = [ex.id for ex in EXERCISES]
+
+
+def _mistakes(ex):
+    if isinstance(ex, ChoiceExercise) and ex.options:
+        return [(f"option_{letter}", letter) for letter in ex.wrong]
+    return [(m.key, m.value) for m in ex.mistakes(ex.expected())]
+
+
+def test_every_notebook_has_three_to_five_exercises_with_unique_ids_and_names() -> None:
+    for nb in NOTEBOOKS:
+        exercises = notebook_exercises(nb)
+        assert 3 <= len(exercises) <= 5, nb
+        assert all(ex.id.startswith(nb + ".") for ex in exercises)
+    assert len(set(IDS)) == len(IDS)
+    assert len({ex.name for ex in EXERCISES}) == len(EXERCISES)
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+def test_check_is_exported_under_its_name_and_has_a_solution(ex) -> None:
+    assert getattr(helpers, ex.name) is ex
+    assert ex.name in SOLUTIONS
+
+
+def test_solutions_cover_exactly_the_exercises() -> None:
+    assert set(SOLUTIONS) == {ex.name for ex in EXERCISES}
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+def test_the_solution_passes(ex, capsys) -> None:
+    result = ex(SOLUTIONS[ex.name]())
+    assert result.passed, result.message
+    assert "正确" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+def test_each_typical_mistake_is_named_with_the_hint(ex) -> None:
+    mistakes = _mistakes(ex)
+    assert mistakes, f"{ex.id} recognises no typical mistake"
+    for key, value in mistakes:
+        result = ex.judge(value)
+        assert (result.status, result.mistake) == ("wrong", key), (ex.id, key, value, result.message)
+        assert ex.hint in result.message
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+def test_unanswered_is_friendly_and_garbage_is_invalid_never_an_exception(ex, capsys) -> None:
+    assert ex(...).status == "unanswered"
+    assert "未作答" in capsys.readouterr().out
+    for garbage in (None, True, float("nan"), [1], {"a": 1}, ""):
+        assert ex.judge(garbage).status == "invalid", (ex.id, garbage)
+    kind_mismatch = "12" if isinstance(ex, NumberExercise) else 12
+    assert ex.judge(kind_mismatch).status == "invalid"
+
+
+@pytest.mark.parametrize("ex", [e for e in EXERCISES if isinstance(e, NumberExercise)],
+                         ids=[e.id for e in EXERCISES if isinstance(e, NumberExercise)])
+def test_an_unknown_wrong_number_gets_the_hint_not_the_answer(ex) -> None:
+    expected = ex.expected()
+    value = expected * 3.7 + 11
+    assert not any(math.isclose(value, float(v), rel_tol=0.05) for _, v in _mistakes(ex))
+    result = ex.judge(value)
+    assert result.status == "wrong" and result.mistake is None
+    assert ex.hint in result.message
+    shown = result.message.replace(_fmt(value), "").replace(ex.id, "")
+    assert len(_fmt(expected)) < 2 or _fmt(expected) not in shown
+
+
+def test_kv_bytes_hand_computed_for_phi4_mini() -> None:
+    """Phi-4-mini: 32 layers x 8 KV heads x head_dim 128 x (K and V) x 2 bytes."""
+    check = helpers.check_kv_bytes_per_token
+    assert check.judge(131072).passed
+    assert check.judge(393216).mistake == "hidden_size"  # 2 x 32 x hidden_size 3072 x 2
+    assert check.judge(65536).mistake == "kv_once"
+
+
+def test_gib_and_gb_are_told_apart() -> None:
+    check = helpers.check_batch_kv_gib  # Llama-3-8B, 32 x 4096 tokens, fp16: exactly 16 GiB
+    assert check.judge(16).passed
+    assert check.judge(17.18).mistake == "gib_vs_gb"
+
+
+def test_p99_by_sorted_index_is_named() -> None:
+    assert helpers.check_p99.judge(max(helpers.TTFT_SAMPLES_MS)).mistake == "sorted_int_n"
+
+
+def test_role_chunk_as_first_token_is_named() -> None:
+    assert helpers.check_ttft_from_chunks.judge(41).mistake == "role_chunk"
+
+
+def test_choice_answers_ignore_case_and_quotes() -> None:
+    assert helpers.check_finish_reason.judge(" b ").passed
+    assert helpers.check_base_url.judge("'https://taotoken.net/api/v1/'").passed
+    assert helpers.check_finish_reason.judge("E").status == "invalid"
+
+
+def test_weights_forgotten_is_named_for_the_capacity_question() -> None:
+    result = helpers.check_requests_that_fit.judge(39)
+    assert result.mistake == "weights_forgotten" and "权重" in result.message
+
+
+def test_result_does_not_display_twice_in_jupyter() -> None:
+    result = helpers.check_little_law.judge(4)
+    assert result._ipython_display_() is None and result.passed
