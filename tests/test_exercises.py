@@ -115,3 +115,49 @@ def test_weights_forgotten_is_named_for_the_capacity_question() -> None:
 def test_result_does_not_display_twice_in_jupyter() -> None:
     result = helpers.check_little_law.judge(4)
     assert result._ipython_display_() is None and result.passed
+
+
+def test_exercise_cells_are_unanswered_clean_and_unique() -> None:
+    from helpers.exercises.cells import ANSWER_LINE, exercise_cells
+
+    ids = []
+    for nb in NOTEBOOKS:
+        cells = exercise_cells(nb)
+        assert cells[0]["source"][0].startswith("## 练习")
+        answers = [c for c in cells if c["metadata"]["inference_lab"].get("role") == "answer"]
+        assert len(answers) == len(notebook_exercises(nb))
+        for cell, ex in zip(answers, notebook_exercises(nb)):
+            assert "".join(cell["source"]) == f"{ANSWER_LINE}\n{ex.name}(answer)"
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+        ids += [c["id"] for c in cells]
+    assert len(ids) == len(set(ids))
+
+
+def test_with_exercises_replaces_its_own_section_only() -> None:
+    from helpers.exercises.cells import with_exercises
+
+    nb = {"cells": [{"cell_type": "markdown", "id": "keep1", "metadata": {}, "source": ["# 02"]}]}
+    once = with_exercises(nb, "02")
+    assert with_exercises(once, "02") == once
+    assert once["cells"][0] == nb["cells"][0]
+
+
+def test_nbgrader_source_has_a_solution_and_a_locked_graded_test_per_exercise(tmp_path) -> None:
+    import json
+
+    from helpers.exercises.graded import nbgrader_source
+
+    nb = nbgrader_source({"cells": []}, "04")
+    solutions = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
+    tests = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert len(solutions) == len(tests) == len(notebook_exercises("04"))
+    assert all(t["metadata"]["nbgrader"]["locked"] and t["metadata"]["nbgrader"]["points"] == 1 for t in tests)
+    namespace: dict = {}
+    exec("from helpers import " + ", ".join(ex.name for ex in notebook_exercises("04")), namespace)
+    for solution, test in zip(solutions, tests):  # the source notebook passes its own tests
+        source = "".join(solution["source"])
+        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source
+        exec(source, namespace)
+        exec("".join(test["source"]), namespace)
+    assert len({c["id"] for c in nb["cells"]}) == len(nb["cells"])
+    json.dumps(nb)
