@@ -151,7 +151,8 @@ def test_nbgrader_source_has_a_solution_and_a_locked_graded_test_per_exercise(tm
     solutions = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
     tests = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
     assert len(solutions) == len(tests) == len(notebook_exercises("04"))
-    assert all(t["metadata"]["nbgrader"]["locked"] and t["metadata"]["nbgrader"]["points"] == 1 for t in tests)
+    assert all(t["metadata"]["nbgrader"]["locked"] for t in tests)
+    assert all(t["metadata"]["nbgrader"]["points"] == 1 for t in tests)
     namespace: dict = {}
     exec("from helpers import " + ", ".join(ex.name for ex in notebook_exercises("04")), namespace)
     for solution, test in zip(solutions, tests):  # the source notebook passes its own tests
