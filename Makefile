@@ -1,20 +1,34 @@
 # Two commands do all set-up: `make lab` and `make test` (see README.md).
+# Offline (a workshop without network): `make wheelhouse` once with network, then `make lab OFFLINE=1`.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+WHEELHOUSE ?= wheelhouse
+# OFFLINE=1: install from $(WHEELHOUSE) only (pip passes the same options to the build of `-e .`).
+PIP_SOURCE := $(if $(OFFLINE),--no-index --find-links $(WHEELHOUSE),)
 # JupyterLab refuses to run as root without --allow-root; add it only then.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: install lab test clean
+.PHONY: install lab test clean wheelhouse offline-check
 
 install: $(STAMP)
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt -e .
+	$(PY) -m pip install --quiet $(PIP_SOURCE) --upgrade pip
+	$(PY) -m pip install --quiet $(PIP_SOURCE) -r requirements.txt -c constraints.txt -e .
 	touch $(STAMP)
+
+# Every wheel the course needs for this platform and this $(PYTHON), plus pip and the build backend of `-e .`
+# (setuptools), so that `make install OFFLINE=1` needs no network. Copy the folder to a USB stick.
+wheelhouse:
+	$(PYTHON) -m pip download --quiet -r requirements.txt -c constraints.txt -d $(WHEELHOUSE)
+	$(PYTHON) -m pip download --quiet pip "setuptools>=68" -c constraints.txt -d $(WHEELHOUSE)
+
+# Proves the offline install: wheelhouse, a fresh venv installed with --no-index, notebook 00 under nbval.
+offline-check:
+	tests/offline/check_offline_install.sh
 
 # No news pop-up and no calls home (also right for an offline workshop): no news feed, no update check,
 # and the "get official Jupyter news?" prompt pre-answered "no" by an app-level settings override in the venv
