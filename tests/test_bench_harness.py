@@ -156,7 +156,8 @@ def test_a_burst_of_requests_leaves_one_per_turn_of_the_event_loop(monkeypatch):
     turn = 0
     sent_in_turn: list[int] = []
 
-    async def measure_request(client, model, prompt, *, index, start_s, queue_wait_s, ignore_eos):
+    async def measure_request(client, model, prompt, *, index, start_s, queue_wait_s, ignore_eos,
+                              deadline_s):
         sent_in_turn.append(turn)
         await asyncio.sleep(0.001)
         return RequestResult(index=index, success=True, start_s=start_s, queue_wait_s=queue_wait_s)

@@ -41,9 +41,14 @@ async def asweep(
     save_jsonl: str | Path | None = None,
     progress: bool | None = None,
     timeout_s: float = 60.0,
+    deadline_s: float | None = None,
+    on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[BenchResult], None] | None = None,
 ) -> pd.DataFrame:
-    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys)."""
+    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys).
+
+    ``on_start(level, concurrency)`` is called before each level (0-based), ``on_result`` after it.
+    """
     if not concurrencies:
         raise ValueError("give at least one concurrency level")
     if warmup < 0:
@@ -51,6 +56,8 @@ async def asweep(
     seed = new_seed() if seed is None else seed
     rows = []
     for level, concurrency in enumerate(concurrencies):
+        if on_start is not None:
+            on_start(level, concurrency)
         level_seed = derive_seed(seed, "level", level)
         prompts = make_prompts(
             warmup + num_prompts,
@@ -74,6 +81,7 @@ async def asweep(
             save_jsonl=save_jsonl,
             progress=progress,
             timeout_s=timeout_s,
+            deadline_s=deadline_s,
             seed=level_seed,
             labels={"concurrency": concurrency, "seed": level_seed},
         )

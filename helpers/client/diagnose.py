@@ -23,6 +23,7 @@ from .advice import Diagnosis
 from .metrics import NoTokensError, RequestMetrics
 from .proxies import proxy_variables
 from .settings import ENV_KEY, Settings, mask_secret
+from .sse import DeadlineExceededError, StreamError
 from .urls import is_loopback_host, normalize_base_url
 
 _SECRET_PATTERNS = (re.compile(r"\b(?:sk|tk|ak)-[A-Za-z0-9_\-]{6,}"), re.compile(r"(?<=Bearer )\S+"))
@@ -113,6 +114,12 @@ def _connection_error(error: BaseException) -> Diagnosis:
 
 
 def _diagnose_exception(error: BaseException, settings: Settings | None) -> Diagnosis:
+    if isinstance(error, DeadlineExceededError):
+        return advice.deadline_exceeded(error.deadline_s)
+    if isinstance(error, StreamError):
+        if error.kind == "server_error_event":
+            return advice.server_error_event(error.message)
+        return advice.bad_stream(error.kind)
     if isinstance(error, openai.APIStatusError):
         return _status_error(error, settings)
     if isinstance(error, openai.APITimeoutError) or _named(error, "TimeoutException", "TimeoutError"):
