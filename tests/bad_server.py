@@ -95,6 +95,11 @@ class BadServer(ScriptedServer):
         self.replies[model] = chat_stream(model, [(0.0, "好"), (0.0, "的")], usage=(3, 2))
         self.queue: dict[str, list[Reply | RawReply]] = {}
 
+    def stop(self) -> None:
+        """Stop serving (a test may kill the server before its fixture does: the second call is a no-op)."""
+        if not self._loop.is_closed() and self._loop.is_running():
+            super().stop()
+
     def _choose(self, path: str, headers: dict[str, str], body: dict) -> Reply | RawReply:
         queued = self.queue.get(body.get("model"))
         if queued and path.endswith("/v1/chat/completions"):

@@ -22,18 +22,21 @@ from . import advice
 from .advice import Diagnosis
 from .metrics import NoTokensError, RequestMetrics
 from .proxies import proxy_variables
-from .settings import ENV_KEY, Settings, mask_secret
+from .settings import ENV_KEY, Settings, mask_secret, redact_url
 from .sse import DeadlineExceededError, StreamError
 from .urls import is_loopback_host, normalize_base_url
 
 _SECRET_PATTERNS = (re.compile(r"\b(?:sk|tk|ak)-[A-Za-z0-9_\-]{6,}"), re.compile(r"(?<=Bearer )\S+"))
+_URL = re.compile(r"\bhttps?://[^\s'\"<>`]+")
 _CONTEXT_WORDS = re.compile(
     r"context length|context window|max_model_len|maximum context|max_tokens|too large", re.I
 )
 
 
 def mask_secrets(text: str, settings: Settings | None = None) -> str:
-    """``text`` with the configured key, ``sk-...`` strings and ``Bearer`` values replaced by a mask."""
+    """``text`` with the configured key, ``sk-...`` strings, ``Bearer`` values and the secrets in URLs
+    (``redact_url``) replaced by a mask."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
     known = (getattr(settings, "api_key", None), os.environ.get(ENV_KEY), os.environ.get("OPENAI_API_KEY"))
     for key in known:
         if key and len(key) >= 8:  # a real key; replacing a one-letter "key" would garble the text
