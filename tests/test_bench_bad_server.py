@@ -118,3 +118,8 @@ def test_a_server_killed_mid_run_is_named_as_gone():
     assert result.summary["completed"] == 0
     assert kinds == {"disconnected": 2, "connection_refused": 4}
     assert result.error_kinds == kinds
+
+
+def test_a_deadline_that_is_not_positive_is_refused(server):
+    with make_client(base_url=server.base_url) as client, pytest.raises(ValueError, match="deadline_s"):
+        stream_once(client, MODEL, MESSAGES, 4, deadline_s=0)

@@ -148,6 +148,14 @@ def default_deadline_s(max_tokens: int, read_timeout_s: float | None) -> float:
     return (read_timeout_s or DEFAULT_READ_TIMEOUT_S) + DEADLINE_PER_TOKEN_S * max_tokens
 
 
+def _deadline_s(client: Any, max_tokens: int, deadline_s: float | None) -> float:
+    if deadline_s is None:
+        return default_deadline_s(max_tokens, _read_timeout_s(client))
+    if not deadline_s > 0:
+        raise ValueError(f"deadline_s must be > 0 seconds, got {deadline_s}")
+    return deadline_s
+
+
 def _capped_timeout(client: Any, deadline_s: float) -> Any:
     """The client's timeouts with no read waiting longer than ``deadline_s``."""
     timeout = client.timeout
@@ -181,7 +189,7 @@ def stream_once(
     ``StreamError``, ``DeadlineExceededError``, ``NoTokensError`` when no text arrived): pass them to
     ``diagnose``.
     """
-    deadline_s = deadline_s or default_deadline_s(max_tokens, _read_timeout_s(client))
+    deadline_s = _deadline_s(client, max_tokens, deadline_s)
     kwargs = {"timeout": _capped_timeout(client, deadline_s), **_request(model, messages, max_tokens,
                                                                           include_usage, extra)}
     recorder = _Recorder()
@@ -215,7 +223,7 @@ async def astream_once(
 ) -> RequestMetrics:
     """The asyncio twin of ``stream_once`` for concurrent load tests (same arguments, same metrics); the
     deadline is exact here (the request is cancelled when it passes)."""
-    deadline_s = deadline_s or default_deadline_s(max_tokens, _read_timeout_s(client))
+    deadline_s = _deadline_s(client, max_tokens, deadline_s)
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
     try:
