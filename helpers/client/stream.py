@@ -25,13 +25,13 @@ request's total time too, at 6 h (``AIOHTTP_TIMEOUT = aiohttp.ClientTimeout(tota
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import anyio
 import openai
 
 from .factory import httpx
@@ -227,7 +227,7 @@ async def astream_once(
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
     try:
-        async with asyncio.timeout(deadline_s) as scope:
+        with anyio.fail_after(deadline_s) as scope:  # in this task: asyncio.wait_for would add one
             async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
                 arrived, lines = recorder.opened(response.http_response), recorder.lines
                 reader = LineReader(response.http_request)
@@ -237,6 +237,6 @@ async def astream_once(
                 lines.extend((arrived(), line) for line in reader.rest())
                 return recorder.finish(response.http_request)
     except TimeoutError as exc:
-        if not scope.expired():
+        if not scope.cancelled_caught:
             raise
         raise DeadlineExceededError(_placeholder_request(client), deadline_s) from exc
