@@ -73,6 +73,10 @@ def _fraction(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "exit status: 0 when every level completed requests and at most --max-failure-rate of them failed; "
+        "1 otherwise; 2 for bad arguments or a failed preflight request; 130 when interrupted"
+    )
     parser.add_argument(
         "--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1 or https://taotoken.net/api/v1"
     )
