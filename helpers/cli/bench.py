@@ -33,10 +33,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from helpers.bench.loadgen import BenchResult
-from helpers.bench.records import FewSamplesWarning
+from helpers.cli.args import at_least
+
+POSITIVE_INT, POSITIVE = at_least(int, 0, strict=True), at_least(float, 0, strict=True)
+
+if TYPE_CHECKING:  # imported when the command runs: `bench --help` starts without openai or pandas
+    from helpers.bench.loadgen import BenchResult
 
 EXIT_USAGE = 2
 PREFLIGHT_ATTEMPTS = 3
@@ -53,16 +57,6 @@ def _levels(text: str) -> list[int]:
     if not levels or min(levels) < 1:
         raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1, got {text!r}")
     return levels
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
 
 
 def _fraction(text: str) -> float:
@@ -93,19 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="levels separated by commas (default 1,4,8,16,32)",
     )
     parser.add_argument(
-        "--num-prompts", type=_positive(int), default=50, help="requests per level (default 50)"
+        "--num-prompts", type=POSITIVE_INT, default=50, help="requests per level (default 50)"
     )
-    parser.add_argument("--input-len", type=_positive(int), default=1024, help="prompt tokens (default 1024)")
-    parser.add_argument("--output-len", type=_positive(int), default=256, help="output tokens (default 256)")
+    parser.add_argument("--input-len", type=POSITIVE_INT, default=1024, help="prompt tokens (default 1024)")
+    parser.add_argument("--output-len", type=POSITIVE_INT, default=256, help="output tokens (default 256)")
     parser.add_argument(
         "--request-rate",
-        type=_positive(float),
+        type=POSITIVE,
         default=math.inf,
         help="requests/s, Poisson arrivals (default: inf, closed loop at each concurrency)",
     )
     parser.add_argument(
         "--burstiness",
-        type=_positive(float),
+        type=POSITIVE,
         default=1.0,
         help="gamma shape of the arrival gaps (1 = Poisson)",
     )
@@ -127,11 +121,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not send vLLM's ignore_eos (for servers that reject unknown fields)",
     )
     parser.add_argument(
-        "--timeout", type=_positive(float), default=60.0, help="seconds per read (default 60)"
+        "--timeout", type=POSITIVE, default=60.0, help="seconds per read (default 60)"
     )
     parser.add_argument(
         "--deadline",
-        type=_positive(float),
+        type=POSITIVE,
         default=None,
         metavar="S",
         help="seconds per request in total (default: --timeout + 0.5 s per output token)",
@@ -274,7 +268,7 @@ def _write(path: Path, document: dict[str, Any], rows: list[dict[str, Any]]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from helpers.bench.records import to_simulated
+    from helpers.bench.records import FewSamplesWarning, to_simulated
     from helpers.bench.sweep import asweep
     from helpers.client.diagnose import mask_secrets
     from helpers.client.settings import redact_url
