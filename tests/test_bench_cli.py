@@ -73,6 +73,14 @@ def test_bench_prints_the_article_table_and_writes_json_csv_and_requests(server,
     table = pd.read_csv(tmp_path / "out.csv")
     assert table["max_concurrency"].tolist() == [1, 4] and table["completed"].tolist() == [8, 8]
     assert len((tmp_path / "out.requests.jsonl").read_text(encoding="utf-8").splitlines()) == 16
+    # the mock reports its time scale: the table is simulated time and says so; the JSON keeps both
+    assert "time_scale = 0.02" in done.stdout and "模拟" in done.stdout
+    assert document["time_scale"] == 0.02
+    simulated = document["results_simulated"]
+    assert simulated[0]["mean_ttft_ms"] == pytest.approx(entries[0]["mean_ttft_ms"] / 0.02)
+    assert simulated[0]["output_throughput"] == pytest.approx(entries[0]["output_throughput"] * 0.02)
+    progress = [line[:5] for line in done.stderr.splitlines() if line.startswith("[")]
+    assert progress == ["[1/2]", "[1/2]", "[2/2]", "[2/2]"]
     for path in tmp_path.iterdir():
         assert KEY not in path.read_text(encoding="utf-8")
     assert KEY not in done.stdout + done.stderr

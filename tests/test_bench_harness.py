@@ -156,7 +156,8 @@ def test_a_burst_of_requests_leaves_one_per_turn_of_the_event_loop(monkeypatch):
     turn = 0
     sent_in_turn: list[int] = []
 
-    async def measure_request(client, model, prompt, *, index, start_s, queue_wait_s, ignore_eos):
+    async def measure_request(client, model, prompt, *, index, start_s, queue_wait_s, ignore_eos,
+                              deadline_s):
         sent_in_turn.append(turn)
         await asyncio.sleep(0.001)
         return RequestResult(index=index, success=True, start_s=start_s, queue_wait_s=queue_wait_s)
@@ -189,10 +190,13 @@ def test_request_rate_mode_sends_at_poisson_times():
 
 
 def test_an_open_loop_run_spreads_its_requests_over_time(server):
-    result = _run(server, synthetic_prompts(10, 40, 4, seed=8), request_rate=100.0, seed=3)
-    expected = arrival_times_s(10, 100.0, seed=3)
-    assert result.summary["completed"] == 10 and result.run["request_rate"] == 100.0
-    assert np.allclose(np.sort(result.requests["start_s"]), expected, atol=0.02)
+    result = _run(server, synthetic_prompts(10, 40, 4, seed=8), request_rate=20.0, seed=3)
+    expected = arrival_times_s(10, 20.0, seed=3)
+    assert result.summary["completed"] == 10 and result.run["request_rate"] == 20.0
+    started = np.sort(result.requests["start_s"].to_numpy())
+    # never before its time; late only by what a busy machine adds, so the spread of the schedule shows
+    assert (started >= expected - 1e-3).all() and (started <= expected + 0.3).all()
+    assert started[-1] - started[0] >= 0.8 * (expected[-1] - expected[0]) > 0.2
 
 
 def test_an_interrupted_run_keeps_the_requests_that_finished(server, tmp_path):

@@ -35,7 +35,7 @@ def _heavy_imports(*argv: str) -> list[str]:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["kv", "--help"], ["simulate", "--help"], ["serve", "--help"],
-                                  ["vllm", "--help"], ["simulat"],
+                                  ["vllm", "--help"], ["bench", "--help"], ["simulat"],
                                   ["kv", "--model", "llama-2-13b", "--gpu", "rtx-4090", "--seq-len", "4096"],
                                   ["kv", "--list-gpus"], ["kv", "--list-models"]],
                          ids=" ".join)

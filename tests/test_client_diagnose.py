@@ -272,3 +272,14 @@ def test_diagnosis_renders_for_notebooks() -> None:
     diagnosis = diagnose({"choices": [{"finish_reason": "length"}]})
     assert str(diagnosis).startswith("【") and "怎么办" in str(diagnosis)
     assert diagnosis._repr_markdown_().startswith("**")
+
+
+def test_a_diagnosis_never_shows_the_secrets_of_a_url() -> None:
+    url = "http://learner:hunter2hunter2@127.0.0.1:9/v1?api_key=Zx9SECRETtoken123"
+    with make_client(base_url=url, timeout_s=2) as client, pytest.raises(openai.APIConnectionError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    found = diagnose(caught.value)
+    shown = f"{found.title}{found.cause}{found.fix}{found.detail}"
+    assert found.kind == "connection_refused"
+    assert "hunter2" not in shown and "SECRETtoken" not in shown
+    assert mask_secrets(f"请求发到了 `{url}`。") == "请求发到了 `http://learner:***@127.0.0.1:9/v1?api_key=Zx9…n123`。"

@@ -12,6 +12,7 @@ from helpers.client.settings import (
     mask_secret,
     parse_dotenv,
     read_dotenv,
+    redact_url,
 )
 
 FAKE_KEY = "sk-fake0123456789abcdefghijklmnopqrstuv"
@@ -116,3 +117,24 @@ def test_settings_are_frozen() -> None:
     settings = Settings(backend="mock", base_url=None, model=None)
     with pytest.raises(AttributeError):
         settings.api_key = FAKE_KEY  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("url", "secret", "shown"),
+    [
+        ("http://127.0.0.1:8000/v1?api_key=Zx9SECRETtoken123", "SECRETtoken", "api_key=Zx9…n123"),
+        ("http://learner:hunter2hunter2@127.0.0.1:8000/v1", "hunter2", "learner:***@127.0.0.1"),
+        ("https://sk-abcdefghijklmnop1234@gw.example/v1", "abcdefghijklmnop", "sk-…1234@gw.example"),
+        ("https://h/v1?model=m&token=tok-0123456789abcdef&sig=Sg1Sg1Sg1", "0123456789",
+         "model=m&token=tok…cdef"),
+    ],
+)
+def test_redact_url_masks_passwords_user_tokens_and_secret_query_values(url, secret, shown) -> None:
+    redacted = redact_url(url)
+    assert secret not in redacted and shown in redacted
+
+
+def test_describe_redacts_the_base_url() -> None:
+    settings = Settings(backend="taotoken", base_url="https://u:hunter2hunter2@taotoken.net/api/v1",
+                        model="m", api_key=FAKE_KEY)
+    assert "hunter2" not in settings.describe() and "taotoken.net/api/v1" in settings.describe()

@@ -54,6 +54,12 @@ class BenchResult:
     requests: pd.DataFrame
     run: dict[str, Any]  # model, max_concurrency, request_rate, burstiness, num_prompts, num_warmups, ...
 
+    @property
+    def error_kinds(self) -> dict[str, int]:
+        """How many requests failed, by diagnosis kind (``diagnose``), most frequent first."""
+        failed = self.requests.loc[~self.requests["success"].astype(bool), "error_kind"]
+        return {str(kind): int(n) for kind, n in failed.value_counts().items()}
+
     def row(self) -> dict[str, Any]:
         """Run settings and summary in one flat dict (a sweep row, an entry of the CLI JSON)."""
         return {**self.run, **self.summary}
@@ -90,6 +96,7 @@ async def _send_all(
     send_at_s: np.ndarray,
     ignore_eos: bool,
     on_done: Any,
+    deadline_s: float | None = None,
 ) -> float:
     """Send every prompt on schedule; returns the wall time from the start to the last request's end."""
     slots = asyncio.Semaphore(concurrency) if concurrency else None
@@ -113,6 +120,7 @@ async def _send_all(
                 start_s=sent - t0,
                 queue_wait_s=sent - queued,
                 ignore_eos=ignore_eos,
+                deadline_s=deadline_s,
             )
         on_done(result)
 
@@ -157,13 +165,15 @@ async def arun_benchmark(
     labels: Mapping[str, Any] | None = None,
     progress: bool | None = None,
     timeout_s: float = 60.0,
+    deadline_s: float | None = None,
     seed: int = 0,
 ) -> BenchResult:
     """Load-test an OpenAI-compatible server with ``prompts`` (see the module doc for the modes).
 
     Connection: ``base_url`` + ``api_key``, or ``settings``, or neither (``get_backend()``: the mock, or
     TaoToken when its key is set). ``labels`` are added to every saved line (e.g. the concurrency of a sweep).
-    ``progress`` None shows a bar from 100 requests on.
+    ``progress`` None shows a bar from 100 requests on. ``timeout_s`` bounds each read, ``deadline_s`` each
+    request as a whole (default: the read timeout + 0.5 s per output token, ``default_deadline_s``).
     """
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -194,6 +204,7 @@ async def arun_benchmark(
                 send_at_s=np.zeros(len(warmup_prompts)),
                 ignore_eos=ignore_eos,
                 on_done=warm.append,
+                deadline_s=deadline_s,
             )
         bar = _progress_bar(len(prompts), progress, f"concurrency {concurrency or 'inf'}")
         with contextlib.ExitStack() as stack:
@@ -215,6 +226,7 @@ async def arun_benchmark(
                 send_at_s=send_at_s,
                 ignore_eos=ignore_eos,
                 on_done=on_done,
+                deadline_s=deadline_s,
             )
     run = {
         "model_id": model,

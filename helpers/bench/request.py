@@ -28,10 +28,12 @@ async def measure_request(
     start_s: float,
     queue_wait_s: float,
     ignore_eos: bool = True,
+    deadline_s: float | None = None,
 ) -> RequestResult:
     """Send ``prompt`` as a streamed chat request and record it; never raises except on cancellation.
 
-    ``start_s`` (from the start of the run) and ``queue_wait_s`` are the caller's figures at the call.
+    ``start_s`` (from the start of the run) and ``queue_wait_s`` are the caller's figures at the call;
+    ``deadline_s`` bounds the whole request (default: ``helpers.client.stream.default_deadline_s``).
     """
     extra: dict[str, Any] = {}
     if ignore_eos:
@@ -46,7 +48,9 @@ async def measure_request(
         "expected_prompt_tokens": prompt.prompt_tokens,
     }
     try:
-        metrics = await astream_once(client, model, prompt.messages, prompt.max_tokens, **extra)
+        metrics = await astream_once(
+            client, model, prompt.messages, prompt.max_tokens, deadline_s=deadline_s, **extra
+        )
     except Exception as exc:  # noqa: BLE001 - every failure becomes a record; CancelledError still propagates
         found = diagnose(exc)
         return RequestResult(

@@ -41,9 +41,14 @@ async def asweep(
     save_jsonl: str | Path | None = None,
     progress: bool | None = None,
     timeout_s: float = 60.0,
+    deadline_s: float | None = None,
+    on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[BenchResult], None] | None = None,
 ) -> pd.DataFrame:
-    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys)."""
+    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys).
+
+    ``on_start(level, concurrency)`` is called before each level (0-based), ``on_result`` after it.
+    """
     if not concurrencies:
         raise ValueError("give at least one concurrency level")
     seed = new_seed() if seed is None else seed
@@ -51,7 +56,9 @@ async def asweep(
     levels = sweep_levels(concurrencies, seed=seed, num_prompts=num_prompts, input_len=input_len,
                           output_len=output_len, shared_prefix_len=shared_prefix_len, dataset=dataset,
                           warmup=warmup)
-    for concurrency, level_seed, prompts in levels:
+    for level, (concurrency, level_seed, prompts) in enumerate(levels):
+        if on_start is not None:
+            on_start(level, concurrency)
         result = await arun_benchmark(
             prompts[warmup:],
             warmup_prompts=prompts[:warmup],
@@ -66,6 +73,7 @@ async def asweep(
             save_jsonl=save_jsonl,
             progress=progress,
             timeout_s=timeout_s,
+            deadline_s=deadline_s,
             seed=level_seed,
             labels={"concurrency": concurrency, "seed": level_seed},
         )

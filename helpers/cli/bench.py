@@ -3,10 +3,21 @@
 python -m helpers bench --base-url http://127.0.0.1:8000/v1 --model local-13b --concurrency 1,4,8,16,32 \\
     --num-prompts 50 --input-len 1024 --output-len 256 --result-json out.json
 
-Prints the articles' table (并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99), writes ``out.json`` (one entry per
-concurrency with vLLM's keys), ``out.csv`` (the same, one row each) and ``out.requests.jsonl`` (every
-request, appended as it finishes). The API key is read from ``--api-key-env`` and never printed or saved.
-Bad arguments or an unreachable server: a message and exit code 2.
+Prints the articles' table (并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99) and each level's failure reasons,
+writes ``out.json`` (one entry per concurrency with vLLM's keys, wall-clock), ``out.csv`` (the same, one row
+each) and ``out.requests.jsonl`` (every request, appended as it finishes). Progress goes to stderr, one line
+as each level starts and ends. Against a time-scaled mock (its ``timing`` field reports ``time_scale``) the
+table shows simulated (GPU) figures and says so; ``out.json`` then adds ``results_simulated``.
+
+A tiny preflight request checks the server first; a 429 on it is retried as Retry-After says (at most
+``PREFLIGHT_ATTEMPTS`` tries, each wait at most ``PREFLIGHT_MAX_WAIT_S``). Each request has a read timeout
+(``--timeout``) and a total deadline (``--deadline``, default: the read timeout + 0.5 s per output token).
+The API key is read from ``--api-key-env`` and never printed or saved; a URL is shown with its secrets
+masked (``redact_url``).
+
+Exit codes: 0 when every level completed requests and at most ``--max-failure-rate`` (default 5 %) of each
+level's requests failed; 1 otherwise (the levels that broke the rule are named); 2 for bad arguments or a
+server that fails the preflight; 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -14,17 +25,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import email.utils
 import json
 import math
 import os
+import sys
+import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from helpers.bench.loadgen import BenchResult
-from helpers.bench.records import FewSamplesWarning
+from helpers.cli.args import at_least
+
+POSITIVE_INT, POSITIVE = at_least(int, 0, strict=True), at_least(float, 0, strict=True)
+
+if TYPE_CHECKING:  # imported when the command runs: `bench --help` starts without openai or pandas
+    from helpers.bench.loadgen import BenchResult
 
 EXIT_USAGE = 2
+PREFLIGHT_ATTEMPTS = 3
+PREFLIGHT_MAX_WAIT_S = 30.0
 
 
 def _levels(text: str) -> list[int]:
@@ -39,17 +59,18 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "exit status: 0 when every level completed requests and at most --max-failure-rate of them failed; "
+        "1 otherwise; 2 for bad arguments or a failed preflight request; 130 when interrupted"
+    )
     parser.add_argument(
         "--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1 or https://taotoken.net/api/v1"
     )
@@ -66,19 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="levels separated by commas (default 1,4,8,16,32)",
     )
     parser.add_argument(
-        "--num-prompts", type=_positive(int), default=50, help="requests per level (default 50)"
+        "--num-prompts", type=POSITIVE_INT, default=50, help="requests per level (default 50)"
     )
-    parser.add_argument("--input-len", type=_positive(int), default=1024, help="prompt tokens (default 1024)")
-    parser.add_argument("--output-len", type=_positive(int), default=256, help="output tokens (default 256)")
+    parser.add_argument("--input-len", type=POSITIVE_INT, default=1024, help="prompt tokens (default 1024)")
+    parser.add_argument("--output-len", type=POSITIVE_INT, default=256, help="output tokens (default 256)")
     parser.add_argument(
         "--request-rate",
-        type=_positive(float),
+        type=POSITIVE,
         default=math.inf,
         help="requests/s, Poisson arrivals (default: inf, closed loop at each concurrency)",
     )
     parser.add_argument(
         "--burstiness",
-        type=_positive(float),
+        type=POSITIVE,
         default=1.0,
         help="gamma shape of the arrival gaps (1 = Poisson)",
     )
@@ -100,7 +121,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not send vLLM's ignore_eos (for servers that reject unknown fields)",
     )
     parser.add_argument(
-        "--timeout", type=_positive(float), default=60.0, help="seconds per read (default 60)"
+        "--timeout", type=POSITIVE, default=60.0, help="seconds per read (default 60)"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=POSITIVE,
+        default=None,
+        metavar="S",
+        help="seconds per request in total (default: --timeout + 0.5 s per output token)",
+    )
+    parser.add_argument(
+        "--max-failure-rate",
+        type=_fraction,
+        default=0.05,
+        metavar="F",
+        help="exit 1 if more than this share of a level's requests failed (default 0.05)",
     )
     parser.add_argument(
         "--result-json", required=True, help="where to write the JSON results (a CSV goes beside)"
@@ -121,30 +156,106 @@ def _api_key(var: str | None) -> str:
     return key
 
 
-async def _preflight(base_url: str, api_key: str, model: str, timeout_s: float) -> str | None:
-    """One tiny request; the diagnosis (in Chinese) if it fails, else None."""
+def retry_after_s(value: str | None) -> float:
+    """Seconds to wait as a ``Retry-After`` header says (seconds or an HTTP date), within
+    [0, ``PREFLIGHT_MAX_WAIT_S``]; 1 s when it is missing or unreadable."""
+    if value is None:
+        return 1.0
+    try:
+        wait_s = float(value)
+    except ValueError:
+        try:
+            wait_s = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return 1.0
+    return min(max(wait_s, 0.0), PREFLIGHT_MAX_WAIT_S)
+
+
+async def _preflight(base_url: str, api_key: str, model: str, timeout_s: float) -> tuple[str | None, Any]:
+    """One tiny request (a 429 waited out, see the module doc) → (the diagnosis in Chinese if it failed,
+    the server's ``time_scale`` if it reports one)."""
+    import openai
+
     from helpers.bench.prompts import synthetic_prompts
-    from helpers.bench.request import measure_request
+    from helpers.client.diagnose import diagnose
     from helpers.client.factory import make_async_client
+    from helpers.client.settings import redact_url
+    from helpers.client.stream import astream_once
 
     prompt = synthetic_prompts(1, 32, 1)[0]
     async with make_async_client(
         base_url=base_url, api_key=api_key, max_connections=1, timeout_s=timeout_s
     ) as client:
-        result = await measure_request(
-            client, model, prompt, index=0, start_s=0.0, queue_wait_s=0.0, ignore_eos=False
-        )
-    return None if result.success else f"{base_url} 不可用 ({result.error_kind}): {result.error}"
+        for attempt in range(1, PREFLIGHT_ATTEMPTS + 1):
+            try:
+                outcome: Any = await astream_once(client, model, prompt.messages, prompt.max_tokens)
+            except openai.RateLimitError as exc:
+                outcome = exc
+                if attempt < PREFLIGHT_ATTEMPTS:
+                    wait_s = retry_after_s(exc.response.headers.get("retry-after"))
+                    print(f"预检请求收到 429：按 Retry-After 等 {wait_s:g} 秒后重试"
+                          f"（第 {attempt}/{PREFLIGHT_ATTEMPTS} 次）", file=sys.stderr, flush=True)
+                    await asyncio.sleep(wait_s)
+                    continue
+            except Exception as exc:  # noqa: BLE001 - every failure gets its diagnosis
+                outcome = exc
+            break
+    if isinstance(outcome, BaseException) or outcome.finish_reason is None:
+        found = diagnose(outcome)
+        return f"{redact_url(base_url)} 不可用 ({found.kind}): {found.title}: {found.detail}", None
+    return None, (outcome.server_timing or {}).get("time_scale")
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = ["| 并发 | 吞吐 tokens/s | TTFT_P50 | TTFT_P99 | 完成/失败 |", "|---|---|---|---|---|"]
     for r in rows:
+        ttft = ("无完成", "无完成") if not r["completed"] else (
+            f"{r['median_ttft_ms']:.0f}ms", f"{r['p99_ttft_ms']:.0f}ms"
+        )
         lines.append(
             f"| {r['max_concurrency']} | {r['output_throughput']:.1f} tokens/s | "
-            f"{r['median_ttft_ms']:.0f}ms | {r['p99_ttft_ms']:.0f}ms | {r['completed']}/{r['failed']} |"
+            f"{ttft[0]} | {ttft[1]} | {r['completed']}/{r['failed']} |"
         )
     return "\n".join(lines)
+
+
+def _reasons(result: BenchResult) -> str | None:
+    """One line: each failure kind of a level, its count and its first message."""
+    if not result.error_kinds:
+        return None
+    failed = result.requests[~result.requests["success"].astype(bool)]
+    parts = []
+    for kind, count in result.error_kinds.items():
+        message = str(failed.loc[failed["error_kind"] == kind, "error"].iloc[0])
+        parts.append(f"{kind} ×{count}（{message[:160]}）")
+    return "  失败原因：" + "；".join(parts)
+
+
+def _basis(time_scale: float | None) -> str:
+    if time_scale is None:
+        return "下表为墙钟时间（服务器没有报告 time_scale）。"
+    if time_scale == 1:
+        return "下表为墙钟时间（mock 的 time_scale = 1：墙钟时间就是模拟时间）。"
+    return (
+        f"下表为模拟（GPU）时间：mock 报告 time_scale = {time_scale:g}，墙钟时间已换算"
+        f"（延迟 ÷ {time_scale:g}，吞吐 × {time_scale:g}），客户端和网络的开销也被放大了同样的倍数；"
+        "墙钟原值在 JSON 的 results 里，引擎自己的数字在每个请求的 server_timing 里。"
+    )
+
+
+def _broken_levels(rows: list[dict[str, Any]], max_failure_rate: float) -> list[str]:
+    """The levels that break the exit rule, each with why."""
+    broken = []
+    for r in rows:
+        total = r["completed"] + r["failed"]
+        if not r["completed"]:
+            broken.append(f"并发 {r['max_concurrency']} 没有完成任何请求")
+        elif r["failed"] > max_failure_rate * total:
+            broken.append(
+                f"并发 {r['max_concurrency']} 失败 {r['failed']}/{total}（{r['failed'] / total:.0%}，"
+                f"超过 --max-failure-rate {max_failure_rate:g}）"
+            )
+    return broken
 
 
 def _write(path: Path, document: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
@@ -157,7 +268,10 @@ def _write(path: Path, document: dict[str, Any], rows: list[dict[str, Any]]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    from helpers.bench.records import FewSamplesWarning, to_simulated
     from helpers.bench.sweep import asweep
+    from helpers.client.diagnose import mask_secrets
+    from helpers.client.settings import redact_url
     from helpers.client.urls import normalize_base_url
 
     if args.shared_prefix < 0 or args.warmup < 0:
@@ -172,19 +286,35 @@ def run(args: argparse.Namespace) -> int:
         fix = normalize_base_url(args.base_url)
         base_url = fix.url
         if fix.changed:
-            print(fix.explanation)
-        problem = asyncio.run(_preflight(base_url, api_key, args.model, args.timeout))
+            print(mask_secrets(fix.explanation))
+        problem, time_scale = asyncio.run(_preflight(base_url, api_key, args.model, args.timeout))
     except ValueError as exc:
-        return _fail(str(exc))
+        return _fail(mask_secrets(str(exc)))
     if problem:
         return _fail(problem)
+    scaled = time_scale is not None and time_scale != 1
     requests_path = out.with_suffix(".requests.jsonl")
     rows: list[dict[str, Any]] = []
+    levels = len(args.concurrency)
+    started_s = time.perf_counter()
+
+    def start(level: int, concurrency: int) -> None:
+        print(f"[{level + 1}/{levels}] 并发 {concurrency}：发出 {args.num_prompts} 个请求…",
+              file=sys.stderr, flush=True)
 
     def show(result: BenchResult) -> None:
-        rows.append(result.row())
-        print(_table(rows[-1:]).splitlines()[-1], flush=True)
+        rows.append({**result.row(), "error_kinds": result.error_kinds})
+        shown = to_simulated(rows[-1], time_scale) if scaled else rows[-1]
+        print(_table([shown]).splitlines()[-1], flush=True)
+        reasons = _reasons(result)
+        if reasons:
+            print(mask_secrets(reasons), flush=True)
+        row = rows[-1]
+        print(f"[{len(rows)}/{levels}] 并发 {row['max_concurrency']} 完成：成功 {row['completed']}，"
+              f"失败 {row['failed']}，已用 {time.perf_counter() - started_s:.1f} s（墙钟）",
+              file=sys.stderr, flush=True)
 
+    print(_basis(time_scale))
     print(_table([]), flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewSamplesWarning)  # said once below instead
@@ -207,29 +337,43 @@ def run(args: argparse.Namespace) -> int:
                     ignore_eos=not args.no_ignore_eos,
                     save_jsonl=requests_path,
                     timeout_s=args.timeout,
+                    deadline_s=args.deadline,
+                    on_start=start,
                     on_result=show,
                 )
             )
         except (ValueError, FileNotFoundError) as exc:
-            return _fail(str(exc))
+            return _fail(mask_secrets(str(exc)))
         except KeyboardInterrupt:
             print(f"interrupted: the requests that finished are in {requests_path}")
             return 130
-    print("吞吐 = 输出 tokens ÷ 整轮墙钟时间 (output_throughput)；TTFT 到第一个含内容的 chunk。")
+    print("吞吐 = 输出 tokens ÷ 整轮时间 (output_throughput)；TTFT 到第一个含内容的 chunk。")
     if args.num_prompts < 101:
         print(f"注意：每档只有 {args.num_prompts} 个请求，P99 实际上就是最大值（至少 101 个样本才不是）。")
+    if any("connection_refused" in r["error_kinds"] for r in rows):
+        print("服务器在运行中途消失：预检成功之后出现了 connection_refused（连接被拒绝），"
+              "服务器崩溃、被关闭或重启了；之后的数字不可信，确认服务器还在运行后重测。")
     document = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "backend": "openai-chat",
-        "base_url": base_url,
+        "base_url": redact_url(base_url),
         "model_id": args.model,
         "input_len": args.input_len,
         "output_len": args.output_len,
         "shared_prefix_len": args.shared_prefix,
         "dataset": args.dataset,
         "seed": table.attrs["seed"],
+        "timeout_s": args.timeout,
+        "deadline_s": args.deadline,
+        "time_scale": time_scale,
         "results": rows,
     }
+    if scaled:
+        document["results_simulated"] = [to_simulated(r, time_scale) for r in rows]
     csv_path = _write(out, document, rows)
     print(f"wrote {out}, {csv_path} and {requests_path}")
-    return 0 if all(r["completed"] for r in rows) else 1
+    broken = _broken_levels(rows, args.max_failure_rate)
+    if broken:
+        print("退出码 1：" + "；".join(broken) + "。失败原因见上表下方和 " + str(requests_path))
+        return 1
+    return 0

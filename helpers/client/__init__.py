@@ -1,10 +1,10 @@
 """Connection settings, measuring clients, one measured request, and error diagnosis (notebooks 00, 04, 07).
 
-Submodules: ``settings`` (env / .env, masked key), ``urls`` (base-URL normalisation), ``proxies``, ``factory``
-(SDK clients for measuring), ``metrics`` + ``stream`` (``stream_once`` → ``RequestMetrics``), ``naive`` (the
-articles' measurement for comparison), ``diagnose`` + ``advice`` (errors explained in Chinese), ``check``
-(the settings checked before the first request), ``backend`` (mock or TaoToken: the only module that may
-start the mock).
+Submodules: ``settings`` (env / .env, masked key and URLs), ``urls`` (base-URL normalisation), ``proxies``,
+``factory`` (SDK clients for measuring), ``metrics`` + ``stream`` (``stream_once`` → ``RequestMetrics``;
+``sse`` reads the stream strictly and names what is wrong with it), ``naive`` (the articles' measurement for
+comparison), ``diagnose`` + ``advice`` (errors explained in Chinese), ``check`` (the settings checked before
+the first request), ``backend`` (mock or TaoToken: the only module that may start the mock).
 """
 from __future__ import annotations
 

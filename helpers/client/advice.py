@@ -177,6 +177,55 @@ def disconnected() -> Diagnosis:
     )
 
 
+def deadline_exceeded(deadline_s: float) -> Diagnosis:
+    return Diagnosis(
+        "deadline_exceeded", "请求超过了总时限",
+        f"请求在 {deadline_s:g} 秒的总时限内没有结束：服务器不发数据、只发 `: ping` 保活注释，或生成得极慢。"
+        "单次读取的超时管不住一直在发保活注释的服务器，所以另有一个总时限。",
+        "确认服务器真的在生成（/metrics、服务器日志）；输出确实很长时调大总时限"
+        "（stream_once(deadline_s=...)，python -m helpers bench --deadline）。",
+    )
+
+
+_STREAM_PROBLEMS = {
+    "bad_sse": (
+        "流里有不是 SSE 的内容",
+        "HTTP 200 之后，响应体里出现了既不是 `data:` 行也不是 `:` 注释的内容，或 data 不是 JSON 对象："
+        "中间的代理、网关改写了响应，或这个端点不是 OpenAI 兼容的流式接口。",
+        "用 curl -N 直接请求同一个地址，看原始响应；绕过代理再试；确认 Base URL 指向 OpenAI 兼容服务。",
+    ),
+    "truncated_chunk": (
+        "流里的一个 chunk 被截断",
+        "一行 `data: {...}` 的 JSON 在结束之前就断了：代理或网关按长度截断了行，或服务器写到一半出错。",
+        "重试；频繁出现时绕过代理直连服务器，或检查网关的缓冲、行长度设置。",
+    ),
+    "not_a_stream": (
+        "请求了流式，服务器却返回了一个完整的 JSON",
+        "请求里有 stream: true，服务器却返回了普通（非流式）的 JSON：它忽略了 stream 参数，"
+        "这时测不出 TTFT 和 ITL。",
+        "确认服务器支持流式输出（vLLM、TaoToken 都支持）；检查网关是否去掉了 stream 参数。",
+    ),
+    "line_too_long": (
+        "流里有一行长得不正常",
+        "一行超过了 1 MiB：正常的 chunk 只有几百字节；继续缓冲只会占满内存，等不到结束。",
+        "用 curl -N 看原始响应；这个端点可能不是 OpenAI 兼容的流式接口。",
+    ),
+}
+
+
+def bad_stream(kind: str) -> Diagnosis:
+    title, cause, fix = _STREAM_PROBLEMS[kind]
+    return Diagnosis(kind, title, cause, fix + "压测时它是一次失败的请求。")
+
+
+def server_error_event(message: str) -> Diagnosis:
+    return Diagnosis(
+        "server_error_event", "服务器在流中途报错",
+        f"流已经开始（HTTP 200），服务器随后发来了一个 error 事件：{message}",
+        "问题在服务器一侧：重试；持续出现时看服务器日志。压测时它是一次失败的请求。",
+    )
+
+
 def proxy_failed(proxies: dict[str, str]) -> Diagnosis:
     return Diagnosis(
         "proxy_failed", "代理连接失败（local proxy failed）",

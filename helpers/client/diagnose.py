@@ -22,12 +22,14 @@ from . import advice
 from .advice import Diagnosis
 from .metrics import NoTokensError, RequestMetrics
 from .proxies import proxy_variables
-from .settings import ENV_KEY, Settings, mask_secret
+from .settings import ENV_KEY, Settings, mask_secret, redact_url
+from .sse import DeadlineExceededError, StreamError
 from .urls import is_loopback_host, normalize_base_url
 
 _SECRET_PATTERNS = (  # sk-... strings; a token after "Bearer " (not the word in our own advice text)
     re.compile(r"\b(?:sk|tk|ak)-[A-Za-z0-9_\-]{6,}"), re.compile(r"(?<=Bearer )[A-Za-z0-9_.~+/=-]{8,}")
 )
+_URL = re.compile(r"\bhttps?://[^\s'\"<>`]+")
 _MODEL_MISSING = re.compile(
     r"\bmodel\b.*(not.?found|not exist|does not|unknown|invalid)|model_not_found", re.I
 )
@@ -38,7 +40,9 @@ _CONTEXT_WORDS = re.compile(
 
 
 def mask_secrets(text: str, settings: Settings | None = None) -> str:
-    """``text`` with the configured key, ``sk-...`` strings and ``Bearer`` values replaced by a mask."""
+    """``text`` with the configured key, ``sk-...`` strings, ``Bearer`` values and the secrets in URLs
+    (``redact_url``) replaced by a mask."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
     known = (getattr(settings, "api_key", None), os.environ.get(ENV_KEY), os.environ.get("OPENAI_API_KEY"))
     for key in known:
         if key and len(key) >= 8:  # a real key; replacing a one-letter "key" would garble the text
@@ -121,6 +125,12 @@ def _connection_error(error: BaseException) -> Diagnosis:
 
 
 def _diagnose_exception(error: BaseException, settings: Settings | None) -> Diagnosis:
+    if isinstance(error, DeadlineExceededError):
+        return advice.deadline_exceeded(error.deadline_s)
+    if isinstance(error, StreamError):
+        if error.kind == "server_error_event":
+            return advice.server_error_event(error.message)
+        return advice.bad_stream(error.kind)
     if isinstance(error, openai.APIStatusError):
         return _status_error(error, settings)
     if isinstance(error, openai.APITimeoutError) or _named(error, "TimeoutException", "TimeoutError"):

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .urls import DEFAULT_BASE_URL, normalize_base_url
 
@@ -19,6 +20,7 @@ ENV_KEY, ENV_BASE_URL, ENV_MODEL = "TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAO
 MOCK_API_KEY = "inference-lab-mock"  # placeholder: the SDK refuses an empty key; the mock ignores it
 _PROJECT_MARKERS = (".git", "pyproject.toml", "requirements.txt")
 _DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential", re.I)
 
 
 def mask_secret(secret: str | None) -> str:
@@ -28,6 +30,27 @@ def mask_secret(secret: str | None) -> str:
     if len(secret) < 16:
         return "***"
     return f"{secret[:3]}…{secret[-4:]}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its secrets masked (``mask_secret``): the password of ``user:password@``, a lone user
+    name (often a token), and query values whose names look secret (``api_key=``, ``token=``, ``sig=``...)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 host: show nothing of it
+        return "(无法解析的 URL，已隐藏)"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, password = userinfo.partition(":")
+        userinfo = f"{user}:{mask_secret(unquote(password))}" if colon else mask_secret(unquote(user))
+        netloc = f"{userinfo}@{host}"
+    pairs = (item.partition("=") for item in parts.query.split("&")) if parts.query else ()
+    query = "&".join(
+        f"{name}={mask_secret(unquote(value))}" if sep and _SECRET_PARAM.search(name) else name + sep + value
+        for name, sep, value in pairs
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +83,7 @@ class Settings:
         )
         lines = [
             f"后端 backend : {backend}",
-            f"Base URL     : {self.base_url or '（mock 启动后确定）'}",
+            f"Base URL     : {redact_url(self.base_url) if self.base_url else '（mock 启动后确定）'}",
             f"模型 model   : {self.model or missing_model}",
             f"API Key      : {'（mock 不需要 Key）' if mock else self.masked_key}",
             f"来源 source  : {self.source}",

@@ -2,34 +2,45 @@
 06).
 
 The clock starts when the HTTP layer starts sending the request (``helpers.client.sendclock``), not when
-``create()`` is called. The stream is read through the SDK's raw streaming response: each SSE line is stamped
-as it arrives and only parsed after the stream has ended, so parsing one chunk never delays the stamp of the
-next (the SDK's typed chunks cost a pydantic model per chunk, and a load test's event loop serves every
-stream at once). "As it arrives" is the kernel's receive time of the read that delivered the line, where the
-connection keeps one (``helpers.client.rxclock``: our clients on plain http, i.e. the mock or a local vLLM,
-on Linux): a load test's client works through a burst of chunks one after the other, and a stamp taken when
-Python reaches a chunk would add the chunk's place in that queue. All lines of one read are yielded before
-the next read, so the latest read's stamp is the right one. Other connections (https, a proxy, a client of
+``create()`` is called. The stream is read through the SDK's raw streaming response, as bytes split into lines
+by ``helpers.client.sse`` (which bounds a line's length): each line is stamped as it arrives and only
+parsed after the stream has ended, so parsing one chunk never delays the stamp of the next (the SDK's
+typed chunks cost a pydantic model per chunk, and a load test's event loop serves every stream at once).
+"As it arrives" is the kernel's receive time of the read that delivered the line, where the connection
+keeps one (``helpers.client.rxclock``: our clients on plain http, i.e. the mock or a local vLLM, on Linux):
+a load test's client works through a burst of chunks one after the other, and a stamp taken when Python
+reaches a chunk would add the chunk's place in that queue. All lines of one read are taken before the next
+read, so the latest read's stamp is the right one. Other connections (https, a proxy, a client of
 your own) stamp each line with ``time.perf_counter()`` as it comes out of the SDK.
 The sync and async variants share ``_Recorder``; only the loop differs.
 ``stream_options.include_usage`` asks the server for the exact token counts (the usage chunk has
-``choices == []``). Errors are the SDK's: ``openai.APIStatusError`` when the server refuses the request,
-``openai.APIError`` for an ``{"error": ...}`` event inside the stream, ``openai.APIConnectionError`` /
-``APITimeoutError`` when the connection breaks or stalls mid-stream (from the HTTP layer's error, as the SDK's
-own stream does).
+``choices == []``). Errors: the SDK's ``openai.APIStatusError`` when the server refuses the request,
+``openai.APIConnectionError`` / ``APITimeoutError`` when the connection breaks or stalls mid-stream (from
+the HTTP layer's error, as the SDK's own stream does); ``helpers.client.sse.StreamError`` (an
+``openai.APIError``) for a body that is no well-formed stream, an ``{"error": ...}`` event included;
+``DeadlineExceededError`` (an ``APITimeoutError``) when the whole request outlives ``deadline_s``: a read
+timeout alone never ends a server that keeps sending ``: ping`` comments. vLLM's own benchmark bounds each
+request's total time too, at 6 h (``AIOHTTP_TIMEOUT = aiohttp.ClientTimeout(total=6 * 60 * 60)``,
+``vllm/benchmarks/lib/endpoint_request_func.py``, vLLM main at 02cfb53); ours follows the output length.
 """
 from __future__ import annotations
 
 import contextlib
-import json
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import anyio
 import openai
 
+from .factory import httpx
 from .metrics import ChunkEvent, RequestMetrics, metrics_from_trace
 from .sendclock import expect_send
+from .sse import DeadlineExceededError, LineReader, parse_chunks
+
+DEFAULT_READ_TIMEOUT_S = 60.0  # make_client's
+DEADLINE_PER_TOKEN_S = 0.5  # 2 tokens/s: far slower than any server that is really generating
 
 
 def _text(delta: dict, name: str) -> str:
@@ -53,19 +64,6 @@ def _event(t_s: float, chunk: dict) -> ChunkEvent:
         n_choices=len(choices),
         has_usage=usage,
     )
-
-
-def _sse_data(lines: Sequence[tuple[float, str]]) -> Iterator[tuple[float, str]]:
-    """``(arrival time, data)`` of each SSE event, stamped when its closing blank line arrived."""
-    data: list[str] = []
-    for t_s, line in [*lines, (lines[-1][0] if lines else 0.0, "")]:
-        if not line:
-            if data:
-                yield t_s, "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            data.append(line[6:] if line.startswith("data: ") else line[5:])
-        # other fields (event:, id:, retry:) and comments (": ping") carry no chunk
 
 
 @contextlib.contextmanager
@@ -111,14 +109,7 @@ class _Recorder:
         end_s = time.perf_counter()
         t0 = self._send.sent_s if self._send.sent_s is not None else self.called_s
         events, usage, model, timing = [], None, None, None
-        for t_s, data in _sse_data(self.lines):
-            if data.startswith("[DONE]"):
-                break
-            chunk = json.loads(data)
-            if isinstance(chunk, dict) and chunk.get("error"):
-                error = chunk["error"]
-                message = error.get("message") if isinstance(error, dict) else str(error)
-                raise openai.APIError(message or "error event in the stream", request, body=error)
+        for t_s, chunk in parse_chunks(self.lines, request):
             model = chunk.get("model") or model
             usage = chunk.get("usage") or usage
             timing = chunk.get("timing") or timing
@@ -145,6 +136,40 @@ def _request(model: str, messages: Sequence[dict], max_tokens: int, include_usag
     return kwargs
 
 
+def _read_timeout_s(client: Any) -> float | None:
+    """The read timeout of an SDK client (a number, or an httpx ``Timeout``'s ``read``)."""
+    timeout = getattr(client, "timeout", None)
+    return float(timeout) if isinstance(timeout, int | float) else getattr(timeout, "read", None)
+
+
+def default_deadline_s(max_tokens: int, read_timeout_s: float | None) -> float:
+    """The read timeout (the wait for the first token, queueing included) plus ``DEADLINE_PER_TOKEN_S`` for
+    each requested token: generous for any server that is really generating, finite for one that is not."""
+    return (read_timeout_s or DEFAULT_READ_TIMEOUT_S) + DEADLINE_PER_TOKEN_S * max_tokens
+
+
+def _deadline_s(client: Any, max_tokens: int, deadline_s: float | None) -> float:
+    if deadline_s is None:
+        return default_deadline_s(max_tokens, _read_timeout_s(client))
+    if not deadline_s > 0:
+        raise ValueError(f"deadline_s must be > 0 seconds, got {deadline_s}")
+    return deadline_s
+
+
+def _capped_timeout(client: Any, deadline_s: float) -> Any:
+    """The client's timeouts with no read waiting longer than ``deadline_s``."""
+    timeout = client.timeout
+    if isinstance(timeout, int | float) or timeout is None:
+        return min(timeout or math.inf, deadline_s)
+    read = min(timeout.read if timeout.read is not None else math.inf, deadline_s)
+    return type(timeout)(connect=timeout.connect, read=read, write=timeout.write, pool=timeout.pool)
+
+
+def _placeholder_request(client: Any) -> Any:
+    """The request a deadline error names when no response arrived (the SDK's errors carry one)."""
+    return httpx.Request("POST", f"{client.base_url}chat/completions")
+
+
 def stream_once(
     client: openai.OpenAI,
     model: str,
@@ -152,22 +177,38 @@ def stream_once(
     max_tokens: int,
     *,
     include_usage: bool = True,
+    deadline_s: float | None = None,
     **extra: Any,
 ) -> RequestMetrics:
     """Send one streaming chat request and measure it; ``extra`` goes to ``create()`` (temperature,
     extra_headers, extra_body...).
 
+    ``deadline_s`` bounds the whole request (default ``default_deadline_s``): checked after every read, and
+    no read waits longer than it, so a blocking client ends within twice the deadline at worst.
     Errors propagate (``openai.APIStatusError``, ``openai.APIConnectionError``, a mid-stream disconnect,
-    ``NoTokensError`` when no text arrived): pass them to ``diagnose``.
+    ``StreamError``, ``DeadlineExceededError``, ``NoTokensError`` when no text arrived): pass them to
+    ``diagnose``.
     """
-    kwargs = _request(model, messages, max_tokens, include_usage, extra)
+    deadline_s = _deadline_s(client, max_tokens, deadline_s)
+    kwargs = {"timeout": _capped_timeout(client, deadline_s), **_request(model, messages, max_tokens,
+                                                                          include_usage, extra)}
     recorder = _Recorder()
-    with client.chat.completions.with_streaming_response.create(**kwargs) as response:
-        arrived, lines = recorder.opened(response.http_response), recorder.lines
-        with _sdk_errors(response.http_request):
-            for line in response.iter_lines():
-                lines.append((arrived(), line))
-        return recorder.finish(response.http_request)
+    end_at_s = recorder.called_s + deadline_s
+    try:
+        with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            arrived, lines = recorder.opened(response.http_response), recorder.lines
+            reader = LineReader(response.http_request)
+            with _sdk_errors(response.http_request):
+                for data in response.iter_bytes():
+                    lines.extend((arrived(), line) for line in reader.feed(data))
+                    if time.perf_counter() > end_at_s:
+                        raise DeadlineExceededError(response.http_request, deadline_s)
+            lines.extend((arrived(), line) for line in reader.rest())
+            return recorder.finish(response.http_request)
+    except openai.APITimeoutError as exc:
+        if isinstance(exc, DeadlineExceededError) or time.perf_counter() < end_at_s:
+            raise
+        raise DeadlineExceededError(exc.request, deadline_s) from exc
 
 
 async def astream_once(
@@ -177,14 +218,25 @@ async def astream_once(
     max_tokens: int,
     *,
     include_usage: bool = True,
+    deadline_s: float | None = None,
     **extra: Any,
 ) -> RequestMetrics:
-    """The asyncio twin of ``stream_once`` for concurrent load tests (same arguments, same metrics)."""
+    """The asyncio twin of ``stream_once`` for concurrent load tests (same arguments, same metrics); the
+    deadline is exact here (the request is cancelled when it passes)."""
+    deadline_s = _deadline_s(client, max_tokens, deadline_s)
     kwargs = _request(model, messages, max_tokens, include_usage, extra)
     recorder = _Recorder()
-    async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
-        arrived, lines = recorder.opened(response.http_response), recorder.lines
-        with _sdk_errors(response.http_request):
-            async for line in response.iter_lines():
-                lines.append((arrived(), line))
-        return recorder.finish(response.http_request)
+    try:
+        with anyio.fail_after(deadline_s) as scope:  # in this task: asyncio.wait_for would add one
+            async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                arrived, lines = recorder.opened(response.http_response), recorder.lines
+                reader = LineReader(response.http_request)
+                with _sdk_errors(response.http_request):
+                    async for data in response.iter_bytes():
+                        lines.extend((arrived(), line) for line in reader.feed(data))
+                lines.extend((arrived(), line) for line in reader.rest())
+                return recorder.finish(response.http_request)
+    except TimeoutError as exc:
+        if not scope.cancelled_caught:
+            raise
+        raise DeadlineExceededError(_placeholder_request(client), deadline_s) from exc
