@@ -51,6 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults")
     parser.add_argument(
+        "--classroom", type=at_least(int, 1), metavar="N",
+        help="one server for a room: N learner keys (written to --keys-file, never printed), a fair share "
+             "each, GET /dashboard",
+    )
+    parser.add_argument("--keys-file", default="classroom_keys.txt", help="learner keys file (--classroom)")
+    parser.add_argument("--per-learner-running", type=at_least(int, 1), default=4,
+                        help="requests one learner may have running (--classroom; default 4)")
+    parser.add_argument("--per-learner-waiting", type=at_least(int, 0), default=4,
+                        help="more requests one learner may have waiting before 429 (--classroom; default 4)")
+    parser.add_argument(
         "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
     )
 
@@ -85,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except (FileNotFoundError, ValueError) as exc:
         return fail(str(exc))
+    if args.classroom and args.api_key:
+        return fail("--classroom gives every learner a key; leave out --api-key")
     try:  # the port is taken or the host is not this machine's
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
@@ -119,6 +131,20 @@ def run(args: argparse.Namespace) -> int:
         "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also under /api/v1), "
         "GET /health, GET /metrics"
     )
+    if args.classroom:
+        from helpers.server import classroom
+
+        try:
+            app, lines = classroom.setup(app, args.classroom, args.keys_file,
+                                         max_running=args.per_learner_running,
+                                         max_waiting=args.per_learner_waiting)
+        except (OSError, ValueError) as exc:
+            return fail(str(exc))
+        for line in lines:
+            _log(line)
+        lan = classroom.lan_url(host, port)
+        _log(f"Learners: INFERENCE_LAB_MOCK_URL={lan}" if lan else
+             "Learners on other machines cannot reach 127.0.0.1: restart with --host 0.0.0.0")
     print(
         f"{READY_PREFIX}http://{host}:{port} (OpenAI base URL: http://{host}:{port}/v1; Ctrl+C to stop)",
         flush=True,

@@ -1,11 +1,11 @@
 """Mock or TaoToken: the one place that may start the mock for a notebook (notebook 00 §2 "用哪个后端").
 
 ``TAOTOKEN_API_KEY`` set (environment or ``.env``) → TaoToken. Otherwise the mock: the one at
-``INFERENCE_LAB_MOCK_URL`` when set (the test session starts one for all notebooks), else one started in this
-process on first use and reused for the life of the kernel. With ``INFERENCE_LAB_FORBID_INPROCESS_MOCK=1``
-(set by the test session) starting one is an error, so a notebook cannot silently run its own server. Either
-way the loopback addresses are added to ``NO_PROXY`` so clients a learner builds reach the mock despite proxy
-variables.
+``INFERENCE_LAB_MOCK_URL`` when set (the test session starts one for all notebooks; for a classroom server
+the learner's key goes in ``INFERENCE_LAB_MOCK_KEY``), else one started in this process on first use and
+reused for the life of the kernel. With ``INFERENCE_LAB_FORBID_INPROCESS_MOCK=1`` (set by the test session)
+starting one is an error, so a notebook cannot silently run its own server. Either way the loopback addresses
+are added to ``NO_PROXY`` so clients a learner builds reach the mock despite proxy variables.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from helpers.server.launcher import MockServer
 
 MOCK_URL_ENV = "INFERENCE_LAB_MOCK_URL"
+MOCK_KEY_ENV = "INFERENCE_LAB_MOCK_KEY"  # a learner's key for a classroom server (helpers.server.classroom)
 FORBID_ENV = "INFERENCE_LAB_FORBID_INPROCESS_MOCK"
 MOCK_CONFIG = Path(__file__).resolve().parents[2] / "data" / "vllm" / "config_b.yaml"
 MOCK_GPU = "a100-80gb"
@@ -74,5 +75,6 @@ def get_backend(env: Mapping[str, str] | None = None, dotenv_path: str | Path | 
         )
     else:
         base_url, source = _inprocess_mock().base_url, "本进程内启动的 mock（内核退出时随之停止）"
-    models = list_served_models(base_url)
-    return dataclasses.replace(settings, base_url=base_url, model=models[0], source=source)
+    key = env.get(MOCK_KEY_ENV, "").strip() or None
+    models = list_served_models(base_url, key or MOCK_API_KEY)
+    return dataclasses.replace(settings, base_url=base_url, model=models[0], source=source, api_key=key)

@@ -1,0 +1,116 @@
+"""The classroom server (python -m helpers serve --classroom N) over real sockets with the real openai SDK:
+learner keys, per-learner fair share with 429 + Retry-After, per-learner /metrics, the dashboard files."""
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+
+import httpx
+import openai
+import pytest
+
+from helpers.client.prom import parse_metrics
+from helpers.server.classroom import load_or_create_keys
+from helpers.server.launcher import spawn_mock_server
+
+PROMPT = [{"role": "user", "content": "讲讲预填充和解码。"}]
+
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory):
+    keys_file = tmp_path_factory.mktemp("room") / "keys.txt"
+    server = spawn_mock_server(None, extra_args=[
+        "--classroom", "3", "--keys-file", str(keys_file), "--time-scale", "0.05",
+        "--per-learner-running", "1", "--per-learner-waiting", "1", "--served-model-name", "local-13b"])
+    keys, created = load_or_create_keys(keys_file, 3)
+    yield server, {label: key for key, label in keys.items()}, keys_file
+    server.stop()
+
+
+def test_keys_are_written_once_for_the_owner_and_never_printed(classroom) -> None:
+    server, keys, keys_file = classroom
+    assert sorted(keys) == ["learner-01", "learner-02", "learner-03"]
+    assert stat.S_IMODE(os.stat(keys_file).st_mode) == 0o600
+    assert all(key not in server.startup_log for key in keys.values())
+    assert str(keys_file) in server.startup_log and "--host 0.0.0.0" in server.startup_log
+    again, created = load_or_create_keys(keys_file, 5)  # a restart keeps the keys handed out
+    assert not created and sorted(again.values()) == sorted(keys)
+
+
+def test_a_request_without_a_learner_key_is_401_in_openai_shape(classroom) -> None:
+    server, _, _ = classroom
+    for key in ("EMPTY", "sk-class-guessed"):
+        with pytest.raises(openai.AuthenticationError) as info:
+            openai.OpenAI(base_url=server.base_url, api_key=key).models.list()
+        assert info.value.body["code"] == "invalid_api_key"
+
+
+def test_a_learner_key_streams_through_the_openai_sdk(classroom) -> None:
+    server, keys, _ = classroom
+    client = openai.OpenAI(base_url=server.base_url, api_key=keys["learner-01"])
+    assert [m.id for m in client.models.list()] == ["local-13b"]
+    stream = client.chat.completions.create(model="local-13b", messages=PROMPT, max_tokens=8, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+
+async def _burst(base_url: str, key: str, n: int, max_tokens: int) -> list[httpx.Response | str]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        async def one() -> httpx.Response:
+            return await client.post("/chat/completions", headers={"Authorization": f"Bearer {key}"},
+                                     json={"model": "local-13b", "messages": PROMPT, "max_tokens": max_tokens,
+                                           "ignore_eos": True})
+        return await asyncio.gather(*(one() for _ in range(n)))
+
+
+def test_a_runaway_learner_gets_429_with_retry_after_and_cannot_starve_another(classroom) -> None:
+    server, keys, _ = classroom
+
+    async def room() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        runaway = asyncio.ensure_future(_burst(server.base_url, keys["learner-02"], 6, 200))
+        await asyncio.sleep(0.2)  # the runaway's requests hold its slot and its waiting place
+        polite = await _burst(server.base_url, keys["learner-03"], 1, 4)
+        return await runaway, polite
+
+    runaway, polite = asyncio.run(room())
+    codes = sorted(r.status_code for r in runaway)
+    assert codes.count(200) == 2 and codes.count(429) == 4, codes  # 1 running + 1 waiting per learner
+    refused = next(r for r in runaway if r.status_code == 429)
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded" and "learner-02" in refused.text
+    assert [r.status_code for r in polite] == [200]
+    samples = parse_metrics(httpx.get(f"{server.url}/metrics").text)
+
+    def learner(name: str, label: str) -> float:
+        return next(s.value for s in samples if s.name == name and s.labels.get("learner") == label)
+
+    assert learner("inference_lab_learner_requests_rejected_total", "learner-02") >= 4
+    assert learner("inference_lab_learner_requests_completed_total", "learner-03") >= 1
+    assert any(s.name == "vllm:num_requests_running" for s in samples)  # the mock's own metrics stay
+
+
+def test_metrics_name_learners_by_label_never_by_key(classroom) -> None:
+    server, keys, _ = classroom
+    text = httpx.get(f"{server.url}/metrics").text
+    assert 'learner="learner-01"' in text
+    assert all(key not in text for key in keys.values())
+
+
+def test_the_dashboard_is_served_without_any_cdn(classroom) -> None:
+    server, _, _ = classroom
+    page = httpx.get(f"{server.url}/dashboard")
+    assert page.status_code == 200 and "教室看板" in page.text
+    for name in ("dashboard.js", "dashboard.css"):
+        asset = httpx.get(f"{server.url}/dashboard/{name}")
+        assert asset.status_code == 200 and "http" not in asset.text.replace("HTTP ", "")
+    assert "src=\"http" not in page.text and "href=\"http" not in page.text
+    assert httpx.get(f"{server.url}/dashboard/../app.py").status_code == 404
+    assert httpx.get(f"{server.url}/dashboard/missing.js").status_code == 404
+
+
+def test_a_dashboard_path_cannot_leave_the_dashboard_folder() -> None:
+    from helpers.server.classroom import ClassroomApp, FairShare
+
+    room = ClassroomApp(lambda *a: None, {}, FairShare([]))
+    assert room._dashboard("/dashboard/../app.py").status_code == 404
+    assert room._dashboard("/dashboard/").status_code == 200
