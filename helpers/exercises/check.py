@@ -147,8 +147,8 @@ class ChoiceExercise:
             return _unanswered(self.id)
         if not isinstance(answer, str) or not answer.strip():
             example = "'B'" if self.options else "'https://...'"
-            return CheckResult(self.id, "invalid", f"⚠️ 练习 {self.id}：请填一个字符串（带引号），例如 `"
-                                                   f"answer = {example}`；收到的是 {answer!r}。")
+            return CheckResult(self.id, "invalid", f"⚠️ 练习 {self.id}：请填一个字符串（带引号），例如 "
+                                                   f"`answer = {example}`；收到的是 {answer!r}。")
         if self.options:
             return self._judge_option(self.normalise(answer).upper())
         value, expected = self.normalise(answer), self.normalise(self.expected())  # type: ignore[misc]

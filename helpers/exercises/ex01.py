@@ -23,8 +23,8 @@ def _weight_mistakes(gb: float) -> list[Mistake]:
         Mistake("gib_vs_gb", gb * 1e9 / 2**30, "这是 GiB（÷2³⁰），题目要的是十进制 GB（÷10⁹）。"),
         Mistake("bytes_forgotten", params_b, "这是参数个数（十亿），忘了 fp16 每个参数占 2 字节。"),
         Mistake("fp32", 2 * gb, "按 4 字节（fp32）算了；题目是 fp16，每个参数 2 字节。"),
-        Mistake("nominal_7b", 14.0, "用了名字里的“7B”；真实参数量要从 config 算（`load_model(...).total_"
-                                    "params`）。"),
+        Mistake("nominal_7b", 14.0, "用了名字里的“7B”；真实参数量要从 config 算（"
+                                    "`load_model(...).total_params`）。"),
     ]
 
 
@@ -72,8 +72,8 @@ def _batch_gain() -> float:
 check_batch_decode_gain = NumberExercise(
     id="01.3", name="check_batch_decode_gain", unit="倍", rel_tol=0.05,
     prompt=("**练习 01.3 · 批量解码**\n\n同一张卡、同一个模型，8 条流一起 decode（batch 8，上下文很短）"
-            "。总吞吐（tokens/s，物理上限）是 batch 1 的几倍？先预测，再用 `decode_tokens_per_s_ceiling("
-            "..., batch_size=8)` 验证。"),
+            "。总吞吐（tokens/s，物理上限）是 batch 1 的几倍？先预测，再用 "
+            "`decode_tokens_per_s_ceiling(..., batch_size=8)` 验证。"),
     expected=_batch_gain,
     mistakes=lambda gain: [
         Mistake("weights_per_sequence", 1.0, "以为每条序列都要单独读一遍权重；其实一步只读一次，8 条序列"

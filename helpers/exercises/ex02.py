@@ -41,8 +41,8 @@ def _phi4_mistakes(b: float) -> list[Mistake]:
                                   "个 2。"),
         Mistake("hidden_size", hidden, "用了 hidden_size（= num_attention_heads × head_dim）；GQA 模型只"
                                        "缓存 num_key_value_heads 个头，应该是 num_kv_heads × head_dim。"),
-        Mistake("hidden_size_kv_once", hidden / 2, "两处错：用了 hidden_size 而不是 num_kv_heads × head_"
-                                                   "dim，而且 K 和 V 只算了一份。"),
+        Mistake("hidden_size_kv_once", hidden / 2, "两处错：用了 hidden_size 而不是 num_kv_heads × "
+                                                   "head_dim，而且 K 和 V 只算了一份。"),
         Mistake("fp32", 2 * b, "按 4 字节（fp32）算了；bf16 每个数 2 字节。"),
         Mistake("one_layer", b / cfg["num_hidden_layers"], "只算了一层；每一层都有自己的 KV cache。"),
         Mistake("kib", b / 1024, "这是 KiB；题目要的是字节数。"),
@@ -52,12 +52,12 @@ def _phi4_mistakes(b: float) -> list[Mistake]:
 check_kv_bytes_per_token = NumberExercise(
     id="02.1", name="check_kv_bytes_per_token", unit="字节",
     prompt=("**练习 02.1 · 一个没见过的模型**\n\n下面是 Phi-4-mini 的 `config.json` 里和 KV cache 有关的"
-            "字段（`from helpers import PHI4_MINI_CONFIG` 可以拿到同一个 dict）。按 bf16 计算，**每个 to"
-            "ken** 的 KV cache 占多少**字节**？\n\n```json\n"
+            "字段（`from helpers import PHI4_MINI_CONFIG` 可以拿到同一个 dict）。按 bf16 计算，**每个 "
+            "token** 的 KV cache 占多少**字节**？\n\n```json\n"
             + json.dumps(PHI4_MINI_CONFIG, indent=2) + "\n```"),
     expected=_phi4_bytes, mistakes=_phi4_mistakes,
-    hint="每 token 字节 = 2 × 层数 × KV 头数 × head_dim × 每个数的字节；head_dim = hidden_size ÷ num_att"
-         "ention_heads。",
+    hint=("每一层、每个 KV 头，每个 token 要存一个 key 和一个 value；GQA 模型缓存的是哪一种头？"
+          "head_dim 可以从 hidden_size 和 num_attention_heads 得到。"),
 )
 
 BATCH_MODEL, BATCH_SEQ_LEN, BATCH_SIZE = "llama-3-8b", 4096, 32

@@ -37,8 +37,8 @@ check_ttft_from_chunks = NumberExercise(
         Mistake("role_chunk", STREAM_CHUNKS[0]["t_ms"], "这是第一个 chunk 的时间，但它只带 role、没有内"
                                                         "容：角色 chunk 不算首 token。"),
         Mistake("stream_end", STREAM_CHUNKS[-1]["t_ms"], "这是整条流结束的时间（E2E），不是首 token。"),
-        Mistake("finish_chunk", STREAM_CHUNKS[-2]["t_ms"], "这是 finish chunk 的时间，接近 E2E，不是首 t"
-                                                           "oken。"),
+        Mistake("finish_chunk", STREAM_CHUNKS[-2]["t_ms"], "这是 finish chunk 的时间，接近 E2E，不是首 "
+                                                           "token。"),
     ],
     hint="TTFT = 第一个 delta.content 非空的 chunk 到达的时间。",
 )
@@ -98,8 +98,8 @@ check_which_ttft_is_right = ChoiceExercise(
     options={
         "A": "`for chunk in stream:` 循环里第一次进入循环时记 `ttft = time.perf_counter() - t0`",
         "B": "循环里 `if chunk.choices and chunk.choices[0].delta.content:` 第一次成立时记 TTFT",
-        "C": "`resp = client.chat.completions.create(..., stream=False)` 返回后记 `ttft = time.perf_coun"
-             "ter() - t0`",
+        "C": "`resp = client.chat.completions.create(..., stream=False)` 返回后记 `ttft = "
+             "time.perf_counter() - t0`",
     },
     correct="B",
     wrong={

@@ -1,6 +1,5 @@
-"""练习 for notebook 05 (continuous batching, paged KV, prefix caching): blocks a request holds, a prefi"
-  "x-cache
-hit rate predicted then simulated, chunked-prefill steps.
+"""练习 for notebook 05 (continuous batching, paged KV, prefix caching): blocks a request holds, a
+prefix-cache hit rate predicted then simulated, chunked-prefill steps.
 
 The hit rate is measured on ``helpers.engine.simulate`` with config B (``data/vllm/config_b.yaml``); the
 rules (full blocks only, the first request misses) are those of vLLM's prefix cache (notebook 05 §4).
@@ -53,24 +52,26 @@ def _hit_mistakes(_: float) -> list[Mistake]:
     cached = PREFIX_SHARED // block * block
     later = (PREFIX_PROMPTS - 1) / PREFIX_PROMPTS
     return [
-        Mistake("first_request_hits", cached / PREFIX_INPUT, "第一条请求的缓存还是空的，它一个 token 也"
-                                                             "命中不了。"),
-        Mistake("partial_block", later * PREFIX_SHARED / PREFIX_INPUT, "vLLM 只缓存写满的块：40 个共享 t"
-                                                                       "oken 里只有整块的部分能命中。"),
-        Mistake("shared_over_prompt", PREFIX_SHARED / PREFIX_INPUT, "共享前缀 ÷ prompt 只是上限：没算第"
-                                                                    "一条请求的未命中，也没算只缓存整块。"),
+        Mistake("first_request_hits", cached / PREFIX_INPUT,
+                "第一条请求的缓存还是空的，它一个 token 也命中不了。"),
+        Mistake("partial_block", later * PREFIX_SHARED / PREFIX_INPUT,
+                "vLLM 只缓存写满的块（v1 设计文档 docs/design/prefix_caching.md）：40 个共享 token 里"
+                "只有整块的部分能命中。"),
+        Mistake("shared_over_prompt", PREFIX_SHARED / PREFIX_INPUT,
+                "共享前缀 ÷ prompt 只是上限：没算第一条请求的未命中，也没算只缓存整块。"),
     ]
 
 
 check_prefix_hit_rate = NumberExercise(
     id="05.2", name="check_prefix_hit_rate", rel_tol=0.0, abs_tol=0.01,
-    prompt=(f"**练习 05.2 · 预测前缀缓存命中率，再测**\n\n配置 B（`block_size` 16，打开前缀缓存）"
-            f"，{PREFIX_PROMPTS} 条请求依次发送（并发 1），每条 prompt {PREFIX_INPUT} token，其中前"
-            f" {PREFIX_SHARED} "
-            "token 所有请求都相同。先预测引擎报告的 `prefix_cache_hit_rate`（命中 token ÷ 查询 token，0 "
-            "到 1），再用 "
-            f"`simulate(config_b, 'a100-80gb', num_prompts={PREFIX_PROMPTS}, input_len={PREFIX_INPUT}, o"
-            f"utput_len=16, concurrency=1, shared_prefix_len={PREFIX_SHARED})` 验证。"),
+    prompt=(f"**练习 05.2 · 预测前缀缓存命中率，再测**\n\n配置 B（`block_size` 16，打开前缀缓存），"
+            f"{PREFIX_PROMPTS} 条请求依次发送（并发 1），每条 prompt {PREFIX_INPUT} token，"
+            f"其中前 {PREFIX_SHARED} token 所有请求都相同。先预测引擎报告的 `prefix_cache_hit_rate`"
+            "（命中 token ÷ 查询 token，0 到 1），再在引擎上验证：\n\n```python\n"
+            "config_b = EngineConfig.from_yaml('../data/vllm/config_b.yaml')\n"
+            f"simulate(config_b, 'a100-80gb', num_prompts={PREFIX_PROMPTS}, input_len={PREFIX_INPUT},\n"
+            f"         output_len=16, concurrency=1, shared_prefix_len={PREFIX_SHARED})"
+            ".summary['prefix_cache_hit_rate']\n```"),
     expected=_hit_rate, mistakes=_hit_mistakes,
     hint="想三件事：第一条请求能命中吗？不满一块的共享 token 能命中吗？分母是所有请求的 prompt token。",
 )
@@ -81,13 +82,14 @@ CHUNK_BUDGET, LONG_PROMPT = 2048, 10000
 check_chunked_prefill_steps = NumberExercise(
     id="05.3", name="check_chunked_prefill_steps", unit="步", rel_tol=0.0, abs_tol=0.01,
     prompt=(f"**练习 05.3 · 分块预填充要几步**\n\n打开 chunked prefill，`max_num_batched_tokens ="
-            f" {CHUNK_BUDGET}`（vLLM v0.19.0 在 A100 上的 `vllm serve` 默认值）。引擎里只有一条"
+            f" {CHUNK_BUDGET}`（vLLM v0.19.0 在 A100 上的 `vllm serve` 默认值："
+            "`EngineArgs.get_batch_defaults`，vllm/engine/arg_utils.py）。引擎里只有一条"
             f" {LONG_PROMPT} token 的新请求时，"
             "它的预填充要分几步（几个引擎 step）算完？"),
     expected=lambda: math.ceil(LONG_PROMPT / CHUNK_BUDGET),
     mistakes=lambda steps: [
-        Mistake("no_chunking", 1, "没有分块时是一步；打开 chunked prefill 后，一步最多算 max_num_batched"
-                                  "_tokens 个 token。"),
+        Mistake("no_chunking", 1, "没有分块时是一步；打开 chunked prefill 后，一步最多算 "
+                                  "max_num_batched_tokens 个 token。"),
         Mistake("floor", LONG_PROMPT // CHUNK_BUDGET, "向下取整了：剩下不足一整块预算的 token 还要再算一"
                                                       "步。"),
     ],

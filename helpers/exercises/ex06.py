@@ -41,12 +41,14 @@ def _queued_mistakes(_: float) -> list[Mistake]:
 
 check_queued_ttft_p99 = NumberExercise(
     id="06.1", name="check_queued_ttft_p99", unit="ms", rel_tol=0.05,
-    prompt=("**练习 06.1 · 先预测，再测：配置 A 在并发 8 下的 P99 TTFT**\n\n配置 A 的 `max_num_seqs = 1`"
-            "：引擎一次只服务一条请求。先在引擎时钟上跑并发 1：`simulate(config_a, 'a100-80gb', num_prom"
-            "pts=4, "
-            f"input_len={INPUT_LEN}, output_len={OUTPUT_LEN}, concurrency=1).summary`，记下平均 E2E 和 TTFT；"
-            "**只用这两个数**预测并发 8（32 条请求）时的 `p99_ttft_ms`，再把 `concurrency=8, num_prompts"
-            "=32` 跑一遍验证。"),
+    prompt=("**练习 06.1 · 先预测，再测：配置 A 在并发 8 下的 P99 TTFT**\n\n配置 A 的 `max_num_seqs = 1`："
+            "引擎一次只服务一条请求。先在引擎时钟上跑并发 1，记下平均 E2E 和平均 TTFT：\n\n```python\n"
+            "config_a = EngineConfig.from_yaml('../data/vllm/config_a.yaml')\n"
+            f"one = simulate(config_a, 'a100-80gb', num_prompts=4, input_len={INPUT_LEN}, "
+            f"output_len={OUTPUT_LEN}, concurrency=1).summary\n"
+            "one['mean_e2el_ms'], one['mean_ttft_ms']\n```\n\n"
+            f"**只用这两个数**预测并发 8（{NUM_PROMPTS} 条请求）时的 `p99_ttft_ms`，再用 `concurrency=8, "
+            f"num_prompts={NUM_PROMPTS}` 跑一遍验证。"),
     expected=lambda: float(_run("a", 8)["p99_ttft_ms"]), mistakes=_queued_mistakes,
     hint="并发 8 时最慢的那条请求前面排着几条？每条要占用引擎多久？它自己的首 token 还要多久？",
 )
@@ -74,10 +76,9 @@ def _speedup() -> float:
 
 check_config_b_speedup = NumberExercise(
     id="06.3", name="check_config_b_speedup", unit="倍", rel_tol=0.10,
-    prompt=(f"**练习 06.3 · 配置 B 快几倍**\n\n同样并发 8、{NUM_PROMPTS} 条 {INPUT_LEN}→{OUTPUT_LEN} tok"
-            f"en 的请求，"
-            "配置 B 的输出吞吐（`output_throughput`）是配置 A 的几倍？先预测，再在引擎时钟上用 `simulate"
-            "` 测。"),
+    prompt=(f"**练习 06.3 · 配置 B 快几倍**\n\n同样并发 8、{NUM_PROMPTS} 条 {INPUT_LEN}→{OUTPUT_LEN} "
+            "token 的请求，配置 B 的输出吞吐（`output_throughput`）是配置 A 的几倍？先预测，再在引擎时钟上"
+            "用 `simulate` 测。"),
     expected=_speedup,
     mistakes=lambda x: [
         Mistake("linear_in_batch", 8.0, "以为 8 条一起跑就快 8 倍；但预填充受算力限制，合在一起算也不会"

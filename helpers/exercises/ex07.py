@@ -57,8 +57,8 @@ check_finish_reason = ChoiceExercise(
 
 check_connection_refused = ChoiceExercise(
     id="07.4", name="check_connection_refused",
-    prompt=("**练习 07.4 · 连接被拒绝**\n\n`base_url` 是 `http://127.0.0.1:8000/v1`，请求报 `APIConnecti"
-            "onError: Connection error.`（底层是 connection refused）。第一步该查什么？"),
+    prompt=("**练习 07.4 · 连接被拒绝**\n\n`base_url` 是 `http://127.0.0.1:8000/v1`，请求报 "
+            "`APIConnectionError: Connection error.`（底层是 connection refused）。第一步该查什么？"),
     options={"A": "API Key 对不对", "B": "本机 8000 端口上有没有服务在运行", "C": "模型名对不对",
              "D": "max_tokens 是不是太大"},
     correct="B",

@@ -87,8 +87,8 @@ def _hit_mistakes(rate: float) -> list[Mistake]:
 
 check_metrics_hit_rate = NumberExercise(
     id="08.2", name="check_metrics_hit_rate", rel_tol=0.01,
-    prompt=("**练习 08.2 · 从 /metrics 读前缀缓存命中率**\n\n下面是压测中一次 `/metrics` 抓取的一部分（`"
-            "from helpers import METRICS_SAMPLE`）。前缀缓存命中率（0 到 1）是多少？\n\n```\n"
+    prompt=("**练习 08.2 · 从 /metrics 读前缀缓存命中率**\n\n下面是压测中一次 `/metrics` 抓取的一部分"
+            "（`from helpers import METRICS_SAMPLE`）。前缀缓存命中率（0 到 1）是多少？\n\n```\n"
             + METRICS_SAMPLE + "```"),
     expected=_hit_rate, mistakes=_hit_mistakes,
     hint="两个 counter：查询了多少 token、其中命中了多少 token。",
@@ -122,8 +122,8 @@ def _demand_mistakes(_: float) -> list[Mistake]:
 check_kv_demand = NumberExercise(
     id="08.3", name="check_kv_demand", unit="token", rel_tol=0.03,
     prompt=(f"**练习 08.3 · 目标并发 {DEMAND_CONCURRENCY} 要多大的 KV 池**\n\n从同一份日志里随机抽"
-            f" {DEMAND_CONCURRENCY} 条请求同时在跑，KV 池（按 P99）至少要装下多少 token？用第 3 节的 `kv"
-            f"_demand_tokens(每条请求的 prompt+输出 token, {DEMAND_CONCURRENCY})` 来算，先猜它比 "
+            f" {DEMAND_CONCURRENCY} 条请求同时在跑，KV 池（按 P99）至少要装下多少 token？用第 3 节的 "
+            f"`kv_demand_tokens(每条请求的 prompt+输出 token, {DEMAND_CONCURRENCY})` 来算，先猜它比 "
             f"“{DEMAND_CONCURRENCY} × 单条 P99”小多少。"),
     expected=_demand, mistakes=_demand_mistakes,
     hint="请求结束时 KV 里装着 prompt 和全部输出；多条请求的总和要看总和的分布，不是每条的 P99 相加。",
