@@ -114,3 +114,33 @@ def test_a_dashboard_path_cannot_leave_the_dashboard_folder() -> None:
     room = ClassroomApp(lambda *a: None, {}, FairShare([]))
     assert room._dashboard("/dashboard/../app.py").status_code == 404
     assert room._dashboard("/dashboard/").status_code == 200
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--api-key", "sk-own"], "leave out --api-key"),
+    (["--classroom", "0"], "--classroom"),
+    (["--keys-file", "."], "."),
+])
+def test_bad_classroom_options_are_one_line_and_exit_2(tmp_path, extra, message) -> None:
+    import subprocess
+    import sys
+
+    argv = ["--classroom", "2", "--port", "0", "--keys-file", str(tmp_path / "keys.txt"), *extra]
+    done = subprocess.run([sys.executable, "-m", "helpers", "serve", *argv], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and message in done.stderr, done.stderr
+
+
+def test_a_keys_file_that_is_not_label_tab_key_is_refused(tmp_path) -> None:
+    bad = tmp_path / "keys.txt"
+    bad.write_text("learner-01 sk-class-abc\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="label<TAB>key"):
+        load_or_create_keys(bad, 1)
+
+
+def test_the_lan_url_is_only_offered_when_every_interface_is_bound() -> None:
+    from helpers.server.classroom import lan_url
+
+    assert lan_url("127.0.0.1", 8000) is None
+    url = lan_url("0.0.0.0", 8000)
+    assert url is None or (url.endswith(":8000/v1") and "127.0.0." not in url)
