@@ -2,7 +2,8 @@
 
 Notebook 06 (配置 A 与配置 B) starts it with each vLLM config. Prints vLLM-like start-up lines (model, GPU,
 ``GPU KV cache size: N tokens``, maximum concurrency), the served model names and the base URL; never the
-API key. Binds 127.0.0.1 unless ``--host`` says otherwise.
+API key. Binds 127.0.0.1 unless ``--host`` says otherwise. ``--classroom N`` serves a room (learner keys, fair
+share, ``/dashboard``: ``helpers.server.classroom``).
 """
 
 from __future__ import annotations

@@ -123,9 +123,9 @@ class FairShare:
     def render(self) -> str:
         """Prometheus text: one sample per learner and metric (TTFT in wall-clock seconds)."""
         out: list[str] = []
-        gauges = {"running": "gauge", "waiting": "gauge", "admitted": "counter", "completed": "counter",
+        kinds = {"running": "gauge", "waiting": "gauge", "admitted": "counter", "completed": "counter",
                   "rejected": "counter"}
-        for name, kind in gauges.items():
+        for name, kind in kinds.items():
             metric = f"inference_lab_learner_requests_{name}" + ("_total" if kind == "counter" else "")
             out.append(f"# TYPE {metric} {kind}")
             out += [f'{metric}{{learner="{label}"}} {getattr(s, name)}' for label, s in self.stats.items()]
