@@ -144,3 +144,19 @@ def test_the_lan_url_is_only_offered_when_every_interface_is_bound() -> None:
     assert lan_url("127.0.0.1", 8000) is None
     url = lan_url("0.0.0.0", 8000)
     assert url is None or (url.endswith(":8000/v1") and "127.0.0." not in url)
+
+
+def test_a_learner_reaches_the_classroom_with_inference_lab_mock_key(classroom, tmp_path) -> None:
+    from helpers.client.backend import get_backend
+
+    server, keys, _ = classroom
+    env = {"INFERENCE_LAB_MOCK_URL": server.base_url, "INFERENCE_LAB_MOCK_KEY": keys["learner-02"]}
+    (tmp_path / "empty.env").write_text("", encoding="utf-8")
+    settings = get_backend(env, tmp_path / "empty.env")
+    assert settings.model == "local-13b" and settings.client_api_key == keys["learner-02"]
+    assert keys["learner-02"] not in repr(settings)
+    with pytest.raises(RuntimeError, match="没有设置 INFERENCE_LAB_MOCK_KEY"):
+        get_backend({"INFERENCE_LAB_MOCK_URL": server.base_url}, tmp_path / "empty.env")
+    with pytest.raises(RuntimeError, match="这个 Key 不对") as info:
+        get_backend({**env, "INFERENCE_LAB_MOCK_KEY": "sk-class-wrong"}, tmp_path / "empty.env")
+    assert "sk-class-wrong" not in str(info.value)

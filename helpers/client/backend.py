@@ -76,5 +76,14 @@ def get_backend(env: Mapping[str, str] | None = None, dotenv_path: str | Path | 
     else:
         base_url, source = _inprocess_mock().base_url, "本进程内启动的 mock（内核退出时随之停止）"
     key = env.get(MOCK_KEY_ENV, "").strip() or None
-    models = list_served_models(base_url, key or MOCK_API_KEY)
+    try:
+        models = list_served_models(base_url, key or MOCK_API_KEY)
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code != 401:
+            raise
+        raise RuntimeError(
+            f"{base_url} 要求 API Key（讲师的教室服务器给每位学员一个 Key）："
+            f"{'这个 Key 不对' if key else '没有设置 ' + MOCK_KEY_ENV}。把讲师发的 Key 设为环境变量 "
+            f"{MOCK_KEY_ENV}，然后重启 JupyterLab。"
+        ) from None
     return dataclasses.replace(settings, base_url=base_url, model=models[0], source=source, api_key=key)
