@@ -69,6 +69,7 @@ _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarni
         "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
         "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s", "replay_benchmark",
         "replay_sweep", "engine_clock_summary")
+_export("bench.goodput", "parse_goodput", "good_requests", "goodput_summary", "with_goodput")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
         "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")

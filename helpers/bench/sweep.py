@@ -8,7 +8,7 @@ the level's system prefix, which production traffic keeps warm too).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,10 @@ async def asweep(
     progress: bool | None = None,
     timeout_s: float = 60.0,
     on_result: Callable[[BenchResult], None] | None = None,
+    goodput: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
-    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys)."""
+    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys;
+    ``goodput`` ms limits add ``request_goodput``)."""
     if not concurrencies:
         raise ValueError("give at least one concurrency level")
     seed = new_seed() if seed is None else seed
@@ -68,6 +70,7 @@ async def asweep(
             timeout_s=timeout_s,
             seed=level_seed,
             labels={"concurrency": concurrency, "seed": level_seed},
+            goodput=goodput,
         )
         if on_result is not None:
             on_result(result)
