@@ -79,7 +79,8 @@ def test_simulate_cli_prints_and_saves_request_goodput(tmp_path, capsys):
     text = capsys.readouterr().out
     data = json.loads(out.read_text())
     assert code == 0 and "Request goodput (req/s):" in text and "SLO attainment:" in text
-    assert data["request_goodput"] == pytest.approx(data["request_throughput"]) and data["good_completed"] == 8
+    assert data["request_goodput"] == pytest.approx(data["request_throughput"])
+    assert data["good_completed"] == 8
     assert main(["simulate", "--config", str(CONFIG_B), "--goodput", "ttft:-5"]) == 2
     assert ">= 0" in capsys.readouterr().err
 
