@@ -70,6 +70,8 @@ _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarni
         "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s", "replay_benchmark",
         "replay_sweep", "engine_clock_summary")
 _export("bench.goodput", "parse_goodput", "good_requests", "goodput_summary", "with_goodput")
+_export("bench.slo", "SLO", "SLOSearch", "SimWorkload", "search_slo", "simulated_levels", "http_levels",
+        "backlog_growth")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
         "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
