@@ -243,7 +243,7 @@ def simulated_levels(config: Any, gpu: Any, workload: SimWorkload, mode: Mode = 
 
     config = config if isinstance(config, EngineConfig) else EngineConfig.from_yaml(Path(config))
     n = len(workload.prompts)
-    base = np.asarray(pattern_s if pattern_s is not None else arrival_times_s(n, 1.0, burstiness, seed), float)
+    base = arrival_times_s(n, 1.0, burstiness, seed) if pattern_s is None else np.asarray(pattern_s, float)
     if base.shape != (n,):
         raise ValueError(f"pattern_s needs one send time per prompt ({n}), got {base.shape}")
 
