@@ -61,7 +61,7 @@ _export("server.textgen", "text_of_length")
 _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling",
         "prefill_time_floor_s", "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
-_export("engine.simulate", "simulate", "SimulationResult")
+_export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
 _export("engine.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")
 _export("client.backend", "get_backend")

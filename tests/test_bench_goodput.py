@@ -41,7 +41,7 @@ def test_a_request_is_good_when_it_meets_every_limit_inclusively():
     assert good_requests(rows, {"ttft": 1000, "tpot": 100}).tolist() == [True, True, False, False, False]
     summary = goodput_summary(rows, 4.0, {"ttft": 1000, "tpot": 100})
     assert summary["request_goodput"] == 2 / 4.0 and summary["good_completed"] == 2
-    assert summary["slo_attainment"] == 2 / 4 and summary["goodput_slo_ms"] == {"ttft": 1000.0, "tpot": 100.0}
+    assert summary["slo_attainment"] == 2 / 4 and summary["goodput_config"] == {"ttft": 1000.0, "tpot": 100.0}
     assert goodput_summary(rows, 4.0, None) == {"request_goodput": None}
 
 

@@ -84,7 +84,7 @@ def goodput_summary(requests: pd.DataFrame, duration_s: float,
     completed = int(ok.sum())
     return {"request_goodput": int(good.sum()) / duration_s, "good_completed": int(good.sum()),
             "slo_attainment": int(good.sum()) / completed if completed else 0.0,
-            "goodput_slo_ms": _limits(slo_ms)}
+            "goodput_config": _limits(slo_ms)}  # ms; vLLM: goodput_config_dict
 
 
 def with_goodput(result: R, slo_ms: Mapping[str, float] | str | Iterable[str] | None) -> R:
