@@ -99,6 +99,7 @@ def test_the_same_search_runs_over_http_against_the_mock():
     prompts = synthetic_prompts(12, 128, 8, seed=4)
     with start_mock_server(config=DATA / "config_b.yaml", gpu=GPU, time_scale=0.05) as server:
         run = http_levels(prompts, "max_concurrency", base_url=server.base_url, model="local-13b")
-        found = search_slo(run, SLO(e2el_ms=60_000), "max_concurrency", start=2, max_value=4)
+        # wall-clock throughput on a busy machine is noisy: the plateau test is off here (plateau_gain -1)
+        found = search_slo(run, SLO(e2el_ms=60_000), "max_concurrency", start=2, max_value=4, plateau_gain=-1)
     assert found.value == 4 and found.num_runs == 2 and "max_value" in found.stopped
     assert (found.probes["completed"] == 12).all()
