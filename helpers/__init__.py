@@ -61,7 +61,7 @@ _export("server.textgen", "text_of_length")
 _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling",
         "prefill_time_floor_s", "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
-_export("engine.simulate", "simulate", "SimulationResult")
+_export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
 _export("engine.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")
 _export("client.backend", "get_backend")
@@ -69,6 +69,12 @@ _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarni
         "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
         "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s", "replay_benchmark",
         "replay_sweep", "engine_clock_summary")
+_export("bench.goodput", "parse_goodput", "good_requests", "goodput_summary", "with_goodput")
+_export("bench.slo", "SLO", "SLOSearch", "SimWorkload", "search_slo", "simulated_levels", "http_levels",
+        "backlog_growth")
+_export("cost", "GPUPrice", "load_prices", "gpu_price", "usd_per_million_tokens", "cost_row", "pareto_front")
+_export("plots.slo", "plot_goodput_knee", "plot_pareto")
+_export("bench.arrivals", "ramp_up_arrivals", "load_trace", "trace_workload", "chat_sessions")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
         "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")

@@ -17,12 +17,13 @@ Replies are taken to be exactly ``max_tokens`` long, as the mock makes them with
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from helpers.bench.goodput import with_goodput
 from helpers.bench.loadgen import BenchResult, arrival_times_s
 from helpers.bench.prompts import BenchPrompt
 from helpers.bench.sweep import DEFAULT_CONCURRENCIES, sweep_levels
@@ -45,9 +46,11 @@ def _token_ids(prompts: Sequence[BenchPrompt]) -> tuple[list[list[int]], list[in
 def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str | Path, gpu: GPUSpec | str, *,
                      concurrency: int | None = None, request_rate: float = math.inf, burstiness: float = 1.0,
                      warmup_prompts: Sequence[BenchPrompt] = (), seed: int = 0,
-                     model: ModelSpec | str | None = None) -> SimulationResult:
+                     model: ModelSpec | str | None = None,
+                     goodput: Mapping[str, float] | None = None) -> SimulationResult:
     """``run_benchmark``'s workload on the virtual clock: same prompts, same send times (``seed``), the
-    engine of a mock started with ``config`` and ``gpu`` (``model`` for a served name mapped to another)."""
+    engine of a mock started with ``config`` and ``gpu`` (``model`` for a served name mapped to another);
+    ``goodput`` ms limits add vLLM's ``request_goodput``."""
     if concurrency is None and math.isinf(request_rate):
         raise ValueError("give a concurrency (closed loop), a finite request_rate (open loop), or both")
     ids, lens = _token_ids(prompts)
@@ -58,7 +61,7 @@ def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str 
                                warmup=_token_ids(warmup_prompts),
                                model=load_model(model) if isinstance(model, str) else model)
     result.summary["request_rate"] = request_rate if math.isfinite(request_rate) else "inf"
-    return result
+    return with_goodput(result, goodput) if goodput else result
 
 
 def replay_sweep(config: EngineConfig | str | Path, gpu: GPUSpec | str,

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from helpers.bench.goodput import with_goodput
 from helpers.bench.prompts import BenchPrompt
 from helpers.bench.records import RequestResult, append_jsonl, results_frame, summarize_results
 from helpers.bench.request import measure_request
@@ -167,6 +168,7 @@ async def arun_benchmark(
     timeout_s: float = 60.0,
     deadline_s: float | None = None,
     seed: int = 0,
+    goodput: Mapping[str, float] | None = None,
 ) -> BenchResult:
     """Load-test an OpenAI-compatible server with ``prompts`` (see the module doc for the modes).
 
@@ -174,6 +176,7 @@ async def arun_benchmark(
     TaoToken when its key is set). ``labels`` are added to every saved line (e.g. the concurrency of a sweep).
     ``progress`` None shows a bar from 100 requests on. ``timeout_s`` bounds each read, ``deadline_s`` each
     request as a whole (default: the read timeout + 0.5 s per output token, ``default_deadline_s``).
+    ``goodput`` (ms limits, ``{"ttft": 1000}``) adds vLLM's ``request_goodput`` (``helpers.bench.goodput``).
     """
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -238,7 +241,8 @@ async def arun_benchmark(
         "warmup_failed": sum(not r.success for r in warm),
         **(labels or {}),
     }
-    return BenchResult(summarize_results(results, duration_s), results_frame(results), run)
+    result = BenchResult(summarize_results(results, duration_s), results_frame(results), run)
+    return with_goodput(result, goodput) if goodput else result
 
 
 def run_benchmark(prompts: Sequence[BenchPrompt], **options: Any) -> BenchResult:

@@ -140,6 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--result-json", required=True, help="where to write the JSON results (a CSV goes beside)"
     )
+    parser.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO limits (ms), vLLM's syntax: "
+                        "ttft:1000 tpot:50 e2el:20000; adds request_goodput (helpers.bench.goodput)")
 
 
 def _fail(message: str) -> int:
@@ -268,6 +270,7 @@ def _write(path: Path, document: dict[str, Any], rows: list[dict[str, Any]]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    from helpers.bench.goodput import parse_goodput
     from helpers.bench.records import FewSamplesWarning, to_simulated
     from helpers.bench.sweep import asweep
     from helpers.client.diagnose import mask_secrets
@@ -282,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.exists():
         return _fail(f"--result-json {out}: the folder {out.parent} does not exist")
     try:
+        slo_ms = parse_goodput(args.goodput) if args.goodput else None
         api_key = _api_key(args.api_key_env)
         fix = normalize_base_url(args.base_url)
         base_url = fix.url
@@ -340,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
                     deadline_s=args.deadline,
                     on_start=start,
                     on_result=show,
+                    goodput=slo_ms,
                 )
             )
         except (ValueError, FileNotFoundError) as exc:
