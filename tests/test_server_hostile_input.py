@@ -306,3 +306,13 @@ def test_openapi_publishes_the_request_bodies(server):
         ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
         schema = spec["components"]["schemas"][ref]
         assert {"model", required} <= set(schema["required"]) and "max_tokens" in schema["properties"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_string_that_cuts_the_whole_reply_is_an_empty_completion_not_an_error(http, stream):
+    stop = [" ", "e", "a", "t", "o", "i", "n", ",", "."]  # some of these appear in the first token
+    body = {"model": MODEL, "prompt": "hello", "max_tokens": 5, "stop": stop, "stream": stream}
+    with http.stream("POST", "/completions", json=body) as response:
+        raw = response.read().decode()
+    assert response.status_code == 200, raw
+    assert "error" not in raw and ('"finish_reason":"stop"' in raw or '"finish_reason": "stop"' in raw)
