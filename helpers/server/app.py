@@ -63,7 +63,8 @@ RETRY_AFTER_S = 1.0  # what a 429 asks the client to wait
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024  # ~500k tokens of English text: far above any context the mock has
 PARSE_IN_THREAD_BYTES = 64 * 1024  # larger bodies are parsed and tokenized off the event loop
 _DRAIN_LIMIT_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to here, then cut off
-# vLLM main, vllm/entrypoints/serve/utils/api_utils.py (validate_json_request): a 400 with this message.
+# vLLM >= 0.9 (PR #17664; in vLLM main: vllm/entrypoints/serve/utils/api_utils.py, validate_json_request)
+# answers a body not declared as JSON with a 400 and this message (earlier versions: 415).
 _NOT_JSON = "Unsupported Media Type: Only 'application/json' is allowed"
 
 

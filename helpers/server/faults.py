@@ -1,15 +1,16 @@
 """Faults on request, so learners can see every failure a real endpoint produces (notebook 07, 排错).
 
-Send the header ``X-Mock-Fault: <kind>[:<value>]``:
+Send the header ``X-Mock-Fault: <kind>[:<value>]`` (checked after the API key; any other value is a 400 that
+lists these forms):
 
 ==================  =========================================================================================
 ``401``             401 ``invalid_api_key`` (openai.AuthenticationError), even when the server has no key
 ``429``             429 ``rate_limit_exceeded`` with ``Retry-After`` (openai.RateLimitError after its retries)
 ``500``             500 ``internal_error`` (openai.InternalServerError after its retries)
-``disconnect[:N]``  the server drops the connection after N content tokens (default 3): no finish chunk, no
-                    ``[DONE]``; a non-streaming request gets no response at all
-``slow-first-token[:S]``  the request reaches the engine S simulated seconds late (default 2.0): TTFT grows by
-                    S × time_scale wall seconds
+``disconnect[:N]``  the server drops the connection after N content tokens (default 3, N whole, <= 10⁶): no
+                    finish chunk, no ``[DONE]``; a non-streaming request gets no response at all
+``slow-first-token[:S]``  the request reaches the engine S simulated seconds late (default 2.0, S <= 3600):
+                    TTFT grows by S × time_scale wall seconds
 ``no-choices``      200 with a body (or a chunk) that has no ``choices`` key, as a misconfigured gateway sends
 ==================  =========================================================================================
 

@@ -5,8 +5,8 @@ Notebook 07 (排错) sends broken requests on purpose: every problem becomes a 4
 OpenAI-compatible servers do. ``ignore_eos`` is vLLM's extension (generate exactly ``max_tokens`` tokens).
 ``null`` is accepted wherever the OpenAI spec allows it (``n``, ``stream``, ...).
 
-Fields vLLM's server accepts (vLLM main, ``vllm/entrypoints/openai/chat_completion/protocol.py`` and
-``completion/protocol.py``) are either honoured or refused with a 400 naming them, never silently ignored:
+Fields vLLM's server accepts (vLLM main, late 2026: ``vllm/entrypoints/openai/chat_completion/protocol.py``
+and ``completion/protocol.py``) are either honoured or refused with a 400 naming them, never silently ignored:
 ``logprobs`` / ``top_logprobs`` get deterministic fake values (``helpers.server.logprobs``); ``tools`` are
 refused unless ``tool_choice`` is ``"none"``, as vLLM refuses them without ``--enable-auto-tool-choice``;
 ``response_format`` other than ``text`` and ``echo: true`` are refused (the mock generates free text and

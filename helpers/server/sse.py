@@ -9,7 +9,9 @@ Notebook 04 (流式输出与 TTFT) prints these raw bytes. A stream is::
     data: {... "choices":[],"usage":{...}}                (only with stream_options.include_usage)
     data: [DONE]
 
-Each event is ``data: <json>\\n\\n``. The finish chunk carries the mock's extra ``timing`` field.
+Each event is ``data: <json>\\n\\n``. The finish chunk carries the mock's extra ``timing`` field. With
+``logprobs`` each token chunk carries its ``logprobs`` object instead of ``null``. A request that fails after
+the 200 went out ends with ``data: {"error": {...}}`` and ``data: [DONE]``, as vLLM's streams do.
 """
 
 from __future__ import annotations
