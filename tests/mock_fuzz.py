@@ -35,8 +35,10 @@ def api_cases(schema_url: str, served_model: str) -> st.SearchStrategy:
 
 
 def fault_values() -> st.SearchStrategy[str]:
-    """Any header text, and every fault kind followed by junk or by any float (nan, inf, 1e308, ...)."""
+    """Valid faults, any header text, and each fault kind followed by junk or by any float (nan, inf, ...)."""
+    valid = ["401", "429", "500", "disconnect", "disconnect:1", "slow-first-token:0.5", "no-choices"]
     return st.one_of(
+        st.sampled_from(valid),
         st.text(st.characters(min_codepoint=32, max_codepoint=255, exclude_characters="\x7f"), max_size=40),
         st.builds(
             "{}:{}".format,

@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from helpers.server import app as app_module
+from helpers.server import intake
 from helpers.server.launcher import start_mock_server
 
 KEY = "sk-test-hostile"
@@ -100,13 +101,13 @@ def test_a_chunked_body_over_the_limit_is_413_too(http):
 
 def test_a_large_body_is_parsed_off_the_event_loop_a_small_one_on_it(http, monkeypatch):
     threads: list[str] = []
-    parse = app_module.parse_body
+    parse = intake.parse_body
 
     def spy(model, raw):
         threads.append(threading.current_thread().name)
         return parse(model, raw)
 
-    monkeypatch.setattr(app_module, "parse_body", spy)
+    monkeypatch.setattr(intake, "parse_body", spy)
     small = {"model": MODEL, "messages": MESSAGES, "max_tokens": 1}
     large = {**small, "messages": [{"role": "user", "content": "hi" + "\n" * 100_000}]}  # 100 kB, 2 tokens
     assert http.post("/chat/completions", json=small).status_code == 200

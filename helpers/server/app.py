@@ -6,15 +6,12 @@ under ``/api/v1`` (TaoToken's layout): ``POST /v1/chat/completions``, ``POST /v1
 vLLM's names) and ``GET /openapi.json`` (the request bodies' schemas). Every error is OpenAI-shaped
 (``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``), applied after the
 API key check. A request is checked in this order, each failure answered before any byte of a stream:
-key (401), fault header (400 if malformed), ``Content-Type: application/json`` (400, vLLM's message),
-body size (413 above ``max_body_bytes``), body fields (400), model (404), context and prompt (400),
-queue (429). Bodies above ``PARSE_IN_THREAD_BYTES`` are parsed and tokenized in a worker thread, so
-``/health`` and the streams in flight keep going meanwhile.
+key (401), fault header (400 if malformed), content type, body size and fields (``helpers.server.intake``:
+400, 413, 400), model (404), engine alive (503), prompt and context (400), queue (429).
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import hmac
 import itertools
@@ -43,10 +40,10 @@ from helpers.server.errors import (
     invalid_api_key,
     model_not_found,
     rate_limited,
-    request_too_large,
     server_error,
 )
 from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
+from helpers.server.intake import DEFAULT_MAX_BODY_BYTES, Prompt, read_request
 from helpers.server.metrics import CONTENT_TYPE, ServerMetrics
 from helpers.server.responses import (
     DroppedResponse,
@@ -54,71 +51,11 @@ from helpers.server.responses import (
     quiet_dropped_connections,
     unless_disconnected,
 )
-from helpers.server.schemas import ChatCompletionRequest, CompletionRequest, parse_request
+from helpers.server.schemas import ChatCompletionRequest, CompletionRequest
 from helpers.server.served import ServedModel, build_engines, served_models
 from helpers.server.textgen import generate_reply
-from helpers.server.tokenizer import encode, encode_chat, message_text
 
 RETRY_AFTER_S = 1.0  # what a 429 asks the client to wait
-DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024  # ~500k tokens of English text: far above any context the mock has
-PARSE_IN_THREAD_BYTES = 64 * 1024  # larger bodies are parsed and tokenized off the event loop
-_DRAIN_LIMIT_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to here, then cut off
-# vLLM >= 0.9 (PR #17664; in vLLM main: vllm/entrypoints/serve/utils/api_utils.py, validate_json_request)
-# answers a body not declared as JSON with a 400 and this message (earlier versions: 415).
-_NOT_JSON = "Unsupported Media Type: Only 'application/json' is allowed"
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """A request's prompt as the engine sees it, and the text that seeds the reply."""
-
-    token_ids: list[int]
-    seed_text: str
-
-
-def read_prompt(body: ChatCompletionRequest | CompletionRequest) -> Prompt:
-    """Tokenize the prompt of a validated body (chat template for messages)."""
-    if isinstance(body, ChatCompletionRequest):
-        messages = [m.model_dump() for m in body.messages]
-        users = [m for m in messages if m["role"] == "user"] or messages
-        return Prompt(encode_chat(messages), message_text(users[-1]["content"]))
-    if isinstance(body.prompt, str) or isinstance(body.prompt[0], str):
-        text = body.prompt if isinstance(body.prompt, str) else body.prompt[0]
-        return Prompt(encode(text), text)
-    return Prompt(list(body.prompt), " ".join(map(str, body.prompt)))
-
-
-def parse_body(
-    model: type[ChatCompletionRequest] | type[CompletionRequest], raw: bytes
-) -> tuple[ChatCompletionRequest | CompletionRequest, Prompt]:
-    """Validate a raw body and tokenize its prompt (CPU work: large bodies run it in a thread)."""
-    body = parse_request(model, raw)
-    return body, read_prompt(body)
-
-
-async def read_body(request: Request, limit_bytes: int) -> bytes:
-    """The request body; 413 above ``limit_bytes`` (the excess is read and dropped, so the client sees the
-    413 instead of a reset connection, up to ``_DRAIN_LIMIT_BYTES`` after which the connection is closed)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size <= limit_bytes:
-            chunks.append(chunk)
-        elif size > _DRAIN_LIMIT_BYTES:
-            error = request_too_large(limit_bytes)
-            error.headers["Connection"] = "close"
-            raise error
-    if size > limit_bytes:
-        raise request_too_large(limit_bytes)
-    return b"".join(chunks)
-
-
-def check_json(request: Request) -> None:
-    """Refuse a body that is not declared as JSON, as vLLM does."""
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type != "application/json":
-        got = media_type or "none"
-        raise bad_request(f"{_NOT_JSON} (got Content-Type {got!r}).", code="invalid_content_type")
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,12 +242,7 @@ def _add_routes(app: FastAPI, service: MockService) -> None:
     ) -> Response:
         received = time.perf_counter()
         fault = service.guard(request, draw_fault=True)
-        check_json(request)
-        raw = await read_body(request, service.max_body_bytes)
-        if len(raw) > PARSE_IN_THREAD_BYTES:
-            body, prompt = await asyncio.to_thread(parse_body, model, raw)
-        else:
-            body, prompt = parse_body(model, raw)
+        body, prompt = await read_request(request, model, service.max_body_bytes)
         endpoint = service.endpoint(body.model)
         job = service.prepare(endpoint, body, prompt, fault, received)
         if body.stream:

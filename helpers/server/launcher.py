@@ -24,7 +24,8 @@ import uvicorn
 
 from helpers.engine import EngineConfig
 from helpers.hardware import GPUSpec
-from helpers.server.app import DEFAULT_MAX_BODY_BYTES, create_app
+from helpers.server.app import create_app
+from helpers.server.intake import DEFAULT_MAX_BODY_BYTES
 
 READY_PREFIX = "Serving on "  # the CLI's last start-up line: "Serving on http://HOST:PORT ..."
 
