@@ -9,8 +9,8 @@ Fields vLLM's server accepts (vLLM main, late 2026: ``vllm/entrypoints/openai/ch
 and ``completion/protocol.py``) are either honoured or refused with a 400 naming them, never silently ignored:
 ``logprobs`` / ``top_logprobs`` get deterministic fake values (``helpers.server.logprobs``); ``tools`` are
 refused unless ``tool_choice`` is ``"none"``, as vLLM refuses them without ``--enable-auto-tool-choice``;
-``response_format`` other than ``text`` and ``echo: true`` are refused (the mock generates free text and
-cannot decode token ids back to text).
+``response_format`` other than ``text`` and ``echo: true`` are refused (the mock generates free text, and
+its hashed token ids cannot be decoded back into a prompt to echo).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class _Sampling(_Strict):
     @classmethod
     def _no_echo(cls, echo: bool | None) -> bool | None:
         if echo:
-            raise ValueError("echo is not supported by the mock (it cannot turn token ids back into text)")
+            raise ValueError("echo is not supported by the mock: it never repeats the prompt in its reply")
         return echo
 
     @model_validator(mode="after")
