@@ -29,6 +29,7 @@ import uvicorn
 from helpers.engine import EngineConfig
 from helpers.hardware import GPUSpec
 from helpers.server.app import create_app
+from helpers.server.intake import DEFAULT_MAX_BODY_BYTES
 
 READY_PREFIX = "Serving on "  # the CLI's last start-up line: "Serving on http://HOST:PORT ..."
 _named: dict[str, MockServer] = {}  # in-process servers started with a name, stopped at exit
@@ -108,6 +109,7 @@ def start_mock_server(
     max_waiting_requests: int | None = None,
     fault_rate: float = 0.0,
     fault_seed: int = 0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "warning",
     name: str | None = None,
 ) -> MockServer:
@@ -125,6 +127,7 @@ def start_mock_server(
         max_waiting_requests=max_waiting_requests,
         fault_rate=fault_rate,
         fault_seed=fault_seed,
+        max_body_bytes=max_body_bytes,
     )
     sock = bind_socket(host, port)
     server = uvicorn_server(app, log_level)
