@@ -14,6 +14,7 @@ from helpers.fidelity import (
     PUBLISHED_CSV,
     Efficiency,
     calibrate_efficiency,
+    calibrate_per_gpu,
     compare_with_published,
     error_summary,
     fidelity_split,
@@ -101,3 +102,15 @@ def test_error_summary_reads_both_directions_as_a_ratio() -> None:
     assert summary["max_ratio"] == pytest.approx(2.0)  # -50 % is 2x too low
     assert summary["median_abs_error"] == pytest.approx(0.1)
     assert summary["within_target"] == pytest.approx(2 / 3)
+
+
+def test_per_gpu_calibration_fits_each_gpu_on_its_own_rows(published: pd.DataFrame) -> None:
+    rows = published[published["benchmark"] == "latency"].head(1)
+    rows = pd.concat([rows, published[published["setup"] == "gs-a100-qwen3-14b-128"]])
+    fitted = calibrate_per_gpu(rows, overhead_s=0.003, mfu=(0.4,), mbu=(0.6, 0.9))
+    assert set(fitted) == set(rows["gpu"])
+    assert all(e.overhead_s == 0.003 and e.mfu == 0.4 and e.mbu in (0.6, 0.9) for e in fitted.values())
+    mixed = compare_with_published(rows, fitted)["simulated"].tolist()
+    alone = [compare_with_published(rows[rows["gpu"] == g], e)["simulated"].iloc[0] for g, e in
+             zip(rows["gpu"], (fitted[g] for g in rows["gpu"]))]
+    assert mixed == alone  # each row ran with its own GPU's efficiencies
