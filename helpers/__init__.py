@@ -65,7 +65,7 @@ _export("engine.simulate", "simulate", "SimulationResult")
 _export("engine.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")
 _export("fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
-        "fidelity_split", "fit_rows", "error_table", "error_summary", "calibrate_per_gpu")
+        "fidelity_split", "fit_rows", "error_table", "error_summary", "per_gpu_efficiency")
 _export("plots.fidelity", "plot_sim_vs_published")
 _export("client.backend", "get_backend")
 _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarning", "synthetic_prompts",

@@ -157,26 +157,35 @@ def fit_rows(published: pd.DataFrame) -> pd.DataFrame:
 
 
 def calibrate_efficiency(rows: pd.DataFrame, *, mfu: Iterable[float] = (0.3, 0.4, 0.5, 0.6),
-              mbu: Iterable[float] = (0.6, 0.75, 0.9),
-              overhead_s: Iterable[float] = (0.001, 0.002, 0.004)) -> tuple[Efficiency, pd.DataFrame]:
+                         mbu: Iterable[float] = (0.6, 0.75, 0.9),
+                         overhead_s: Iterable[float] = (0.001, 0.002, 0.004),
+                         ) -> tuple[Efficiency, pd.DataFrame]:
     """Grid-search the efficiencies that minimise the mean squared log error (``log(sim / published)``)
-    on ``rows`` (pass ``fit_rows(published)``). Returns the best ``Efficiency`` and the grid, one row
-    per point with its loss."""
+    on ``rows`` (pass ``fit_rows(published)``). Returns the best ``Efficiency`` and the grid: one row per
+    point with ``fit_loss`` and, per GPU, ``loss:<gpu>`` over that GPU's rows (for ``per_gpu_efficiency``)."""
     points = []
     for f, b, o in itertools.product(mfu, mbu, overhead_s):
-        errors = compare_with_published(rows, Efficiency(f, b, o))["error"]
-        loss = float(np.mean(np.log1p(errors) ** 2))
-        points.append({"mfu": f, "mbu": b, "overhead_s": o, "fit_loss": loss})
+        log_err = np.log1p(compare_with_published(rows, Efficiency(f, b, o))["error"].to_numpy())
+        point = {"mfu": f, "mbu": b, "overhead_s": o, "fit_loss": float(np.mean(log_err ** 2))}
+        for gpu in sorted(rows["gpu"].unique()):
+            point[f"loss:{gpu}"] = float(np.mean(log_err[(rows["gpu"] == gpu).to_numpy()] ** 2))
+        points.append(point)
     grid = pd.DataFrame(points)
     best = grid.loc[grid["fit_loss"].idxmin()]
     return Efficiency(float(best["mfu"]), float(best["mbu"]), float(best["overhead_s"])), grid
 
 
-def calibrate_per_gpu(rows: pd.DataFrame, *, overhead_s: float, mfu: Iterable[float] = (0.3, 0.4, 0.5, 0.6),
-                      mbu: Iterable[float] = (0.6, 0.75, 0.9)) -> dict[str, Efficiency]:
-    """MFU and MBU fitted GPU by GPU on ``rows`` (the fit rows), sharing one per-step ``overhead_s``:
-    a datasheet peak is reached to a different degree on each card, the CPU-side step cost is the
-    engine's. GPUs without fit rows are absent (``compare_with_published`` gives them the defaults)."""
-    mfu, mbu = tuple(mfu), tuple(mbu)
-    return {gpu: calibrate_efficiency(part, mfu=mfu, mbu=mbu, overhead_s=(overhead_s,))[0]
-            for gpu, part in rows.groupby("gpu", sort=True)}
+def per_gpu_efficiency(grid: pd.DataFrame, *, overhead_s: float) -> dict[str, Efficiency]:
+    """From ``calibrate_efficiency``'s grid: MFU and MBU GPU by GPU (each on its own fit rows), sharing
+    one per-step ``overhead_s`` (a grid value): a datasheet peak is reached to a different degree on each
+    card, while the CPU-side step cost is the engine's. GPUs without fit rows are absent
+    (``compare_with_published`` gives them the defaults)."""
+    shared = grid[np.isclose(grid["overhead_s"], overhead_s)]
+    if shared.empty:
+        points = sorted(grid["overhead_s"].unique())
+        raise ValueError(f"overhead_s {overhead_s} is not a point of the grid ({points})")
+    out = {}
+    for column in (c for c in grid.columns if c.startswith("loss:")):
+        best = shared.loc[shared[column].idxmin()]
+        out[column.removeprefix("loss:")] = Efficiency(float(best["mfu"]), float(best["mbu"]), overhead_s)
+    return out

@@ -14,12 +14,12 @@ from helpers.fidelity import (
     PUBLISHED_CSV,
     Efficiency,
     calibrate_efficiency,
-    calibrate_per_gpu,
     compare_with_published,
     error_summary,
     fidelity_split,
     fit_rows,
     load_published,
+    per_gpu_efficiency,
 )
 
 README = PUBLISHED_CSV.parent / "README.md"
@@ -107,10 +107,15 @@ def test_error_summary_reads_both_directions_as_a_ratio() -> None:
 def test_per_gpu_calibration_fits_each_gpu_on_its_own_rows(published: pd.DataFrame) -> None:
     rows = published[published["benchmark"] == "latency"].head(1)
     rows = pd.concat([rows, published[published["setup"] == "gs-a100-qwen3-14b-128"]])
-    fitted = calibrate_per_gpu(rows, overhead_s=0.003, mfu=(0.4,), mbu=(0.6, 0.9))
+    _, grid = calibrate_efficiency(rows, mfu=(0.4,), mbu=(0.6, 0.9), overhead_s=(0.002, 0.003))
+    fitted = per_gpu_efficiency(grid, overhead_s=0.003)
     assert set(fitted) == set(rows["gpu"])
-    assert all(e.overhead_s == 0.003 and e.mfu == 0.4 and e.mbu in (0.6, 0.9) for e in fitted.values())
+    for gpu, eff in fitted.items():
+        own = rows[rows["gpu"] == gpu]
+        assert eff == calibrate_efficiency(own, mfu=(0.4,), mbu=(0.6, 0.9), overhead_s=(0.003,))[0]
     mixed = compare_with_published(rows, fitted)["simulated"].tolist()
-    alone = [compare_with_published(rows[rows["gpu"] == g], e)["simulated"].iloc[0] for g, e in
-             zip(rows["gpu"], (fitted[g] for g in rows["gpu"]))]
+    alone = [compare_with_published(rows[rows["gpu"] == g], fitted[g])["simulated"].iloc[0]
+             for g in rows["gpu"]]
     assert mixed == alone  # each row ran with its own GPU's efficiencies
+    with pytest.raises(ValueError, match="not a point of the grid"):
+        per_gpu_efficiency(grid, overhead_s=0.01)

@@ -20,4 +20,4 @@ def test_one_point_per_row_on_log_axes_with_the_median_error_in_the_title() -> N
                              c.get_label().endswith(")")])
     assert sorted(map(tuple, points)) == sorted(zip(_comparison()["published"], _comparison()["simulated"]))
     assert ax.get_xscale() == ax.get_yscale() == "log"
-    assert "median |error| 16%" in ax.get_title()  # |error| 10 %, 50 %, 16 %
+    assert "median |error| 16% (all rows), held out 50%" in ax.get_title()  # |error| 10 %, 50 %, 16 %

@@ -22,7 +22,8 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *,
                           figsize: tuple[float, float] | None = None) -> Figure:
     """One panel per comparison (e.g. current defaults, calibrated): each published number against its
     simulated value, marker by metric, colour by fit / held-out; the y = x line, the ±15 % band and the
-    2x lines. Units differ by metric (tokens/s, ms), so read distance from the line, not position."""
+    2x lines; the title gives the median |error| over all rows and over the held-out ones. Units differ
+    by metric (tokens/s, ms), so read distance from the line, not position."""
     n = len(comparisons)
     fig, axes = plt.subplots(1, n, figsize=figsize or (5.2 * n, 5), squeeze=False)
     values = np.concatenate([np.r_[c["published"], c["simulated"]] for c in comparisons.values()])
@@ -44,7 +45,9 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *,
         ax.set_xlabel("published (tokens/s or ms)")
         ax.set_ylabel("simulated")
         median = float(np.median(np.abs(comp["error"])))
-        ax.set_title(f"{title}: median |error| {median:.0%}", fontsize=10)
+        held = comp.loc[comp["split"] == "held_out", "error"]
+        held_text = f", held out {float(np.median(np.abs(held))):.0%}" if len(held) else ""
+        ax.set_title(f"{title}\nmedian |error| {median:.0%} (all rows){held_text}", fontsize=10)
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     plt.close(fig)
