@@ -92,6 +92,8 @@ def caveats(row: pd.Series) -> str:
         notes.append("ShareGPT lengths vary; simulated at the run's mean lengths")
     if row["benchmark"] == "latency":
         notes.append("offline LLM.generate batch; no HTTP or tokenizer time")
+    else:
+        notes.append("engine clock only: no API-server time (HTTP, chat template, tokenizer)")
     return "; ".join(notes)
 
 

@@ -78,6 +78,7 @@ def test_caveats_name_what_the_simulator_leaves_out(comparison: pd.DataFrame) ->
     tp = comparison["tensor_parallel_size"] > 1
     assert comparison.loc[tp, "caveat"].str.contains("no all-reduce").all()
     assert comparison.loc[comparison["dataset"] == "sharegpt", "caveat"].str.contains("mean lengths").all()
+    assert comparison.loc[comparison["benchmark"] == "serve", "caveat"].str.contains("API-server").all()
 
 
 def test_the_split_alternates_setups_and_calibration_sees_only_the_fit_half(published: pd.DataFrame) -> None:
