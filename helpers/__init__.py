@@ -64,6 +64,9 @@ _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "Step
 _export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
 _export("engine.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")
+_export("fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
+        "fidelity_split", "fit_rows", "error_table", "error_summary", "per_gpu_efficiency")
+_export("plots.fidelity", "plot_sim_vs_published")
 _export("client.backend", "get_backend")
 _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarning", "synthetic_prompts",
         "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
