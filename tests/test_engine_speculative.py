@@ -8,8 +8,8 @@ from helpers.engine.speculative import (
     SpeculativeConfig,
     best_num_speculative_tokens,
     expected_tokens_per_step,
+    speculative_batch_sweep,
     speculative_step,
-    speculative_sweep,
 )
 from helpers.roofline import cost_model
 
@@ -37,7 +37,7 @@ def test_a_small_batch_verifies_k_plus_1_tokens_for_the_price_of_one_decode_step
 
 
 def test_the_gain_shrinks_as_the_batch_grows():
-    steps = speculative_sweep(CM, SpeculativeConfig(4, 0.7), [1, 8, 64, 256, 1024], context_len=256)
+    steps = speculative_batch_sweep(CM, SpeculativeConfig(4, 0.7), [1, 8, 64, 256, 1024], context_len=256)
     speedups = [s.speedup for s in steps]
     assert all(a >= b for a, b in zip(speedups, speedups[1:]))
     assert speedups[0] > 2 and speedups[-1] < 0.75 * speedups[0]

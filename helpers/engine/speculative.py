@@ -127,7 +127,7 @@ def speculative_step(cost_model: StepCostModel, spec: SpeculativeConfig, batch_s
                            batch_size * (k + 1), batch_size * lookahead)
 
 
-def speculative_sweep(cost_model: StepCostModel, spec: SpeculativeConfig, batch_sizes: list[int],
+def speculative_batch_sweep(cost_model: StepCostModel, spec: SpeculativeConfig, batch_sizes: list[int],
                       context_len: int, block_size: int = 16) -> list[SpeculativeStep]:
     """``speculative_step`` for each batch size: the speedup falls as the verify pass turns compute-bound."""
     return [speculative_step(cost_model, spec, b, context_len, block_size) for b in batch_sizes]
