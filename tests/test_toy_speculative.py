@@ -34,6 +34,9 @@ def test_output_is_token_for_token_plain_greedy(target, drafts, draft_name, k):
     np.testing.assert_array_equal(spec.new_ids, plain.new_ids)
     assert spec.accepted.min() >= 0 and spec.accepted.max() <= k
     assert spec.rounds >= 39 / (k + 1)  # a round yields at most k + 1 tokens
+    assert spec.chunk_tokens.sum() == 40
+    assert len(spec.chunk_tokens) == len(spec.chunk_times_s) == spec.rounds + 1
+    assert np.all(np.diff(spec.chunk_times_s) > 0)
 
 
 def test_a_perfect_draft_is_always_accepted_and_yields_k_plus_1_per_round(target):

@@ -30,6 +30,15 @@ class SpeculativeGeneration:
     k: int
     accepted: np.ndarray  # (rounds,): draft tokens the target accepted in each round, 0..k
     elapsed_s: float  # wall time of the whole generation, prefills included
+    chunk_times_s: np.ndarray  # (rounds + 1,): when the prefill's token and each round's tokens were ready
+
+    @property
+    def chunk_tokens(self) -> np.ndarray:
+        """Tokens a streaming server would send in each chunk: 1 (prefill), then accepted + 1 per round
+        (the last round cut at ``max_new_tokens``)."""
+        sizes = np.concatenate(([1], self.accepted + 1))
+        sizes[-1] -= sizes.sum() - len(self.new_ids)
+        return sizes
 
     @property
     def rounds(self) -> int:
@@ -76,6 +85,7 @@ def speculative_generate(target: ToyModel, draft: ToyModel, prompt_ids: np.ndarr
     start = time.perf_counter()
     t_cache, d_cache = target.new_cache(1, capacity), draft.new_cache(1, capacity)
     out = [int(np.argmax(_run(target, prompt, t_cache)[-1]))]  # the prefill's token
+    times = [time.perf_counter() - start]
     d_pending = prompt[:]  # tokens the draft has not yet put in its cache
     accepted: list[int] = []
     while len(out) < max_new_tokens:
@@ -93,9 +103,9 @@ def speculative_generate(target: ToyModel, draft: ToyModel, prompt_ids: np.ndarr
         t_cache.length = base + 1 + n_ok  # keep last token + accepted proposals; drop the rejected ones
         d_cache.length = min(d_cache.length, base + 1 + n_ok)  # the draft never fed its k-th proposal
         d_pending = out[d_cache.length - len(prompt):-1]  # accepted tokens it still has to see
-    elapsed = time.perf_counter() - start
+        times.append(time.perf_counter() - start)
     return SpeculativeGeneration(np.array(prompt, dtype=np.int64), np.array(out[:max_new_tokens], np.int64),
-                                 k, np.array(accepted, dtype=np.int64), elapsed)
+                                 k, np.array(accepted, dtype=np.int64), times[-1], np.array(times))
 
 
 @dataclass(frozen=True, slots=True)
