@@ -95,6 +95,6 @@ _export("toy.quant", "QuantizedMatrix", "quantize_matrix", "quantize_weights", "
         "dequantized_bytes_per_step", "round_fp8_e4m3", "round_kv", "QuantizedKVCache")
 _export("toy.quant_error", "QuantError", "quantization_error", "AttentionError", "kv_attention_error")
 _export("toy.speculative", "SpeculativeGeneration", "speculative_generate", "truncated_draft",
-        "SpeculativeTiming", "speculative_sweep")
+        "SpeculativeTiming", "speculative_sweep", "with_quiet_layers")
 _export("engine.speculative", "SpeculativeConfig", "SpeculativeStep", "expected_tokens_per_step",
         "speculative_step", "speculative_batch_sweep", "best_num_speculative_tokens")

@@ -7,7 +7,12 @@ import pytest
 from helpers.toy.config import ToyConfig
 from helpers.toy.generate import ToyModel, random_prompt
 from helpers.toy.quant import quantize_weights
-from helpers.toy.speculative import speculative_generate, speculative_sweep, truncated_draft
+from helpers.toy.speculative import (
+    speculative_generate,
+    speculative_sweep,
+    truncated_draft,
+    with_quiet_layers,
+)
 
 CONFIG = ToyConfig(vocab_size=128, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=256,
                    max_seq_len=256)
@@ -73,3 +78,14 @@ def test_sweep_reports_acceptance_and_speed_for_each_k(target):
     assert [r.k for r in rows] == [1, 4] and all(r.acceptance_rate == 1.0 for r in rows)
     assert rows[1].tokens_per_round > rows[0].tokens_per_round
     assert all(r.tokens_per_s > 0 and r.speedup > 0 for r in rows)
+
+
+def test_a_truncated_draft_agrees_with_a_target_whose_late_layers_only_refine(target):
+    prompt = random_prompt(CONFIG, 8)
+    rates = {}
+    for scale in (1.0, 0.03):
+        quiet = with_quiet_layers(target, 1, scale)
+        spec = speculative_generate(quiet, truncated_draft(quiet, 1), prompt, 40, k=4)
+        np.testing.assert_array_equal(spec.new_ids, quiet.generate(prompt, 40).new_ids)
+        rates[scale] = spec.acceptance_rate
+    assert rates[0.03] > 0.6 > rates[1.0]

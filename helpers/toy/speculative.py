@@ -68,6 +68,18 @@ def truncated_draft(target: ToyModel, n_layers: int) -> ToyModel:
     return ToyModel(config, replace(target.weights, layers=target.weights.layers[:n_layers]))
 
 
+def with_quiet_layers(model: ToyModel, first_quiet_layer: int, scale: float) -> ToyModel:
+    """The model with the output projections (``wo``, ``w_down``) of layers ``first_quiet_layer`` on scaled
+    by ``scale``: those layers refine the residual stream instead of rewriting it. Random weights make every
+    layer rewrite it, so no truncated draft agrees with them; trained LLMs' late layers change the top token
+    far less often, the premise of early-exit drafts (Elhoushi et al. 2024, LayerSkip). A stand-in for a
+    trained target, so that the toy can show speculation paying as well as failing."""
+    layers = tuple(layer if i < first_quiet_layer else replace(layer, wo=layer.wo * scale,
+                                                               w_down=layer.w_down * scale)
+                   for i, layer in enumerate(model.weights.layers))
+    return ToyModel(model.config, replace(model.weights, layers=layers))
+
+
 def _run(model: ToyModel, tokens: list[int], cache: KVCache) -> np.ndarray:
     """Logits (T, vocab) of ``tokens`` fed after the cached ones (one forward pass)."""
     return forward(model.weights, model.config, np.array([tokens], dtype=np.int64), cache)[0]
