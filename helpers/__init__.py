@@ -92,7 +92,8 @@ _export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rat
 _export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
 _export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")
 _export("toy.quant", "QuantizedMatrix", "quantize_matrix", "quantize_weights", "weight_bytes_per_step",
-        "dequantized_bytes_per_step", "round_fp8_e4m3", "round_kv", "QuantizedKVCache")
+        "dequantized_bytes_per_step", "round_fp8_e4m3", "round_kv", "QuantizedKVCache",
+        "toy_kv_bytes_per_token")
 _export("toy.quant_error", "QuantError", "quantization_error", "AttentionError", "kv_attention_error")
 _export("toy.speculative", "SpeculativeGeneration", "speculative_generate", "truncated_draft",
         "SpeculativeTiming", "speculative_sweep", "with_quiet_layers")

@@ -8,11 +8,11 @@ from helpers.toy.config import ToyConfig
 from helpers.toy.generate import ToyModel, random_prompt
 from helpers.toy.quant import (
     QuantizedKVCache,
-    kv_bytes_per_token,
     quantize_matrix,
     quantize_weights,
     round_fp8_e4m3,
     round_kv,
+    toy_kv_bytes_per_token,
     weight_bytes_per_step,
 )
 from helpers.toy.quant_error import compare_logits, kv_attention_error, quantization_error
@@ -99,9 +99,9 @@ def test_kv_rounding_errors_are_small_and_int8_with_scales_beats_fp8(model):
     fp8, int8 = (kv_attention_error(model, prompt, kind) for kind in ("fp8", "int8"))
     assert int8.relative_error < fp8.relative_error < 0.05
     assert kv_attention_error(model, prompt, "fp32").max_abs_error == 0.0
-    fp8_bytes = kv_bytes_per_token(CONFIG, "fp8")
-    assert kv_bytes_per_token(CONFIG, "fp32") == CONFIG.kv_bytes_per_token == 4 * fp8_bytes
-    assert kv_bytes_per_token(CONFIG, "int8") == fp8_bytes * (1 + 2 / CONFIG.head_dim)
+    fp8_bytes = toy_kv_bytes_per_token(CONFIG, "fp8")
+    assert toy_kv_bytes_per_token(CONFIG, "fp32") == CONFIG.kv_bytes_per_token == 4 * fp8_bytes
+    assert toy_kv_bytes_per_token(CONFIG, "int8") == fp8_bytes * (1 + 2 / CONFIG.head_dim)
 
 
 def test_quantized_cache_stores_rounded_values_and_refuses_unknown_kinds(model):

@@ -142,7 +142,7 @@ def round_kv(x: np.ndarray, kind: str) -> np.ndarray:
     raise ValueError(f"kind must be one of {KV_KINDS}, got {kind!r}")
 
 
-def kv_bytes_per_token(config: ToyConfig, kind: str) -> float:
+def toy_kv_bytes_per_token(config: ToyConfig, kind: str) -> float:
     """Bytes of K and V of one token over all layers: fp32 4, fp8 1 (a per-tensor scale: ~0), int8 1 plus
     an fp16 scale per head and token."""
     per_element = {"fp32": KV_CACHE_BYTES, "fp8": 1.0, "int8": 1.0 + SCALE_BYTES / config.head_dim}
@@ -155,7 +155,7 @@ def kv_bytes_per_token(config: ToyConfig, kind: str) -> float:
 class QuantizedKVCache(KVCache):
     """A KV cache that rounds every key and value through ``kind`` as it stores them (kept in fp32 so
     attention still runs in fp32 BLAS: the error is real, the byte saving is counted by
-    ``kv_bytes_per_token``)."""
+    ``toy_kv_bytes_per_token``)."""
 
     kind: str = "fp8"
 
