@@ -57,8 +57,9 @@ class QuantizedMatrix:
     def dequantize(self) -> np.ndarray:
         """fp32 (in, out): integer × its group's scale."""
         n_groups, out = self.scales.shape
-        q = self.integers().astype(np.float32).reshape(n_groups, self.group_size, out)
-        return (q * self.scales.astype(np.float32)[:, None, :]).reshape(self.shape)
+        w = self.integers().astype(np.float32).reshape(n_groups, self.group_size, out)
+        w *= self.scales.astype(np.float32)[:, None, :]  # in place: one fp32 copy, not two
+        return w.reshape(self.shape)
 
     def linear(self, x: np.ndarray) -> np.ndarray:
         """``x @ W`` in fp32 after de-quantizing (numpy has no integer GEMV). x: (..., in)."""
@@ -106,8 +107,8 @@ def weight_bytes_per_step(weights: ToyWeights) -> int:
 
 
 def dequantized_bytes_per_step(weights: ToyWeights) -> int:
-    """Bytes numpy moves per step on top of ``weight_bytes_per_step``: each quantized matrix is written as
-    fp32 and read back by the matmul (2 × 4 bytes per parameter)."""
+    """Bytes numpy moves per step on top of ``weight_bytes_per_step``, at least: each quantized matrix is
+    written as fp32 and read back by the matmul (2 × 4 bytes per parameter; the scaling pass adds more)."""
     return sum(2 * 4 * int(np.prod(getattr(layer, name).shape)) for layer in weights.layers
                for name in MATRICES if isinstance(getattr(layer, name), QuantizedMatrix))
 
