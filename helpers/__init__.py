@@ -41,7 +41,7 @@ _export("client.settings", "Settings", "load_settings", "mask_secret")
 _export("client.urls", "normalize_base_url", "UrlFix")
 _export("client.proxies", "proxy_variables", "bypass_proxy_for_loopback")
 _export("client.factory", "make_client", "make_async_client")
-_export("client.metrics", "RequestMetrics", "NoTokensError")
+_export("client.metrics", "RequestMetrics", "NoTokensError", "ChunkEvent", "metrics_from_trace")
 _export("client.stream", "stream_once", "astream_once")
 _export("client.naive", "NaiveMetrics", "naive_measure", "naive_p99")
 _export("client.diagnose", "diagnose", "Diagnosis")
@@ -49,7 +49,8 @@ _export("client.check", "check_settings", "SettingsCheck")
 _export("models", "ModelSpec", "ParamLayout", "load_model", "list_models", "attention_kind")
 _export("hardware", "GPUSpec", "load_gpu", "list_gpus")
 _export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
-        "format_bytes", "compare_attention", "AttentionVariant")
+        "format_bytes", "compare_attention", "AttentionVariant", "WEIGHT_FORMATS", "WeightFormat",
+        "weight_bytes_per_param", "embedding_params")
 _export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "NON_TORCH_BYTES")
 _export("params", "count_params")
 _export("widgets.kv", "kv_calculator", "capacity_panel", "KVEstimate")
@@ -101,3 +102,11 @@ _export("config_ab", "article_table", "article_sweep", "as_article_table", "comp
 _export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound", "log_prompts")
 _export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
 _export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")
+_export("toy.quant", "QuantizedMatrix", "quantize_matrix", "quantize_weights", "weight_bytes_per_step",
+        "dequantized_bytes_per_step", "round_fp8_e4m3", "round_kv", "QuantizedKVCache",
+        "toy_kv_bytes_per_token")
+_export("toy.quant_error", "QuantError", "quantization_error", "AttentionError", "kv_attention_error")
+_export("toy.speculative", "SpeculativeGeneration", "speculative_generate", "truncated_draft",
+        "SpeculativeTiming", "speculative_sweep", "with_quiet_layers")
+_export("engine.speculative", "SpeculativeConfig", "SpeculativeStep", "expected_tokens_per_step",
+        "speculative_step", "speculative_batch_sweep", "best_num_speculative_tokens")
