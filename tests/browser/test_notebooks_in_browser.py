@@ -8,6 +8,7 @@ Run with ``make browser-test`` (skipped by ``make test``).
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ SLIDER_NOTEBOOKS = ("02", "03")  # issue 11: a slider in these must drive the ou
 SCREENSHOTS = ROOT / "results" / "browser"
 RUN_TIMEOUT_S = 240
 MAX_SCREENSHOT_PX = 30_000
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # JavaScript run in the page; `jupyterapp` is exposed by --LabApp.expose_app_in_browser.
 _PANEL = "window.jupyterapp.shell.currentWidget"
@@ -31,8 +33,7 @@ _STATE = f"""() => {{
     const cell = model.cells.get(i);
     const source = cell.sharedModel.getSource();
     if (cell.type !== 'code' || !source.trim()) continue;
-    const errors = cell.outputs.toJSON().filter(o => o.output_type === 'error')
-                                     .map(o => ({{ename: o.ename, evalue: o.evalue}}));
+    const errors = cell.outputs.toJSON().filter(o => o.output_type === 'error');  // ename, evalue, traceback
     cells.push({{index: i, line: source.trim().split('\\n')[0], count: cell.executionCount,
                  running: cell.executionState === 'running', errors}});
   }}
@@ -78,9 +79,19 @@ def wait_until_settled(page, timeout_s: float) -> tuple[dict, bool]:
     return page.evaluate(_STATE), False
 
 
+def failing_line(traceback: list[str]) -> str:
+    """The cell's own line in an IPython traceback (``----> 5 assert ...`` -> ``line 5: assert ...``)."""
+    for line in ANSI.sub("", "\n".join(traceback)).splitlines():
+        if line.startswith("---->"):
+            number, _, code = line.removeprefix("---->").strip().partition(" ")
+            return f"line {number}: {code.strip()}"
+    return ""
+
+
 def cell_problems(state: dict, finished: bool, timeout_s: float) -> list[str]:
     """What went wrong, one line per cell, with the cell's index in the notebook (as nbval counts)."""
-    problems = [f"cell {c['index']}: {e['ename']}: {e['evalue'][:400]}   [{c['line'][:80]}]"
+    problems = [f"cell {c['index']}: {e['ename']}: {e['evalue'][:400]}   "
+                f"[{(failing_line(e['traceback']) or c['line'])[:100]}]"
                 for c in state["cells"] for e in c["errors"]]
     if not finished:
         problems += [f"cell {c['index']}: still running after {timeout_s:.0f} s   [{c['line'][:80]}]"
