@@ -37,7 +37,7 @@ test: install
 CHROMIUM := /usr/bin/chromium
 CJK_FONT := /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 BROWSER_STAMP := $(VENV)/.browser-installed
-APT_INSTALL = test "$$(id -u)" = 0 || { echo "as root: apt-get install -y chromium fonts-noto-cjk" >&2; exit 1; }; \
+APT_INSTALL = test "$$(id -u)" = 0 || { echo "not root: sudo apt-get install -y chromium fonts-noto-cjk" >&2; exit 1; }; \
 	log=$$(mktemp); export DEBIAN_FRONTEND=noninteractive; \
 	{ apt-get update -q && apt-get install -y -q --no-install-recommends $(1); } >$$log 2>&1 \
 	  || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
@@ -51,10 +51,12 @@ $(BROWSER_STAMP): requirements-browser.txt constraints.txt $(STAMP)
 	touch $@
 
 $(CHROMIUM):
-	$(call APT_INSTALL,chromium fonts-noto-cjk)
+	@echo "apt-get install chromium fonts-noto-cjk (for the browser test)"
+	@$(call APT_INSTALL,chromium fonts-noto-cjk)
 
 $(CJK_FONT):
-	$(call APT_INSTALL,fonts-noto-cjk)
+	@echo "apt-get install fonts-noto-cjk (Chinese text in the browser test)"
+	@$(call APT_INSTALL,fonts-noto-cjk)
 
 clean:
 	rm -rf $(VENV) .pytest_cache results

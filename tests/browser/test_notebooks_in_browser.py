@@ -9,6 +9,7 @@ Run with ``make browser-test`` (skipped by ``make test``).
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -68,8 +69,8 @@ def run_all_cells(page) -> None:
 
 def wait_until_settled(page, timeout_s: float) -> tuple[dict, bool]:
     """Poll until the kernel is idle with no cell running or queued (twice in a row); False on timeout."""
-    settled = 0
-    for _ in range(int(timeout_s * 2)):
+    settled, deadline = 0, time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         state = page.evaluate(_STATE)
         idle = state["kernel"] == "idle" and not any(c["running"] for c in state["cells"])
         settled = settled + 1 if idle else 0
