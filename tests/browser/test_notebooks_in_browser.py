@@ -22,6 +22,7 @@ SCREENSHOTS = ROOT / "results" / "browser"
 RUN_TIMEOUT_S = 240
 MAX_SCREENSHOT_PX = 30_000
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ARROW = re.compile(r"^-+> *(\d+) (.*)$", re.MULTILINE)
 
 # JavaScript run in the page; `jupyterapp` is exposed by --LabApp.expose_app_in_browser.
 _PANEL = "window.jupyterapp.shell.currentWidget"
@@ -81,12 +82,12 @@ def wait_until_settled(page, timeout_s: float) -> tuple[dict, bool]:
 
 
 def failing_line(traceback: list[str]) -> str:
-    """The cell's own line in an IPython traceback (``----> 5 assert ...`` -> ``line 5: assert ...``)."""
-    for line in ANSI.sub("", "\n".join(traceback)).splitlines():
-        if line.startswith("---->"):
-            number, _, code = line.removeprefix("---->").strip().partition(" ")
-            return f"line {number}: {code.strip()}"
-    return ""
+    """The cell's own line in an IPython traceback (``---> 16 x = f()`` -> ``line 16: x = f()``).
+
+    The first arrow is the cell's frame; IPython pads arrows to one width (``----> 5``, ``--> 170``).
+    """
+    arrow = ARROW.search(ANSI.sub("", "\n".join(traceback)))
+    return f"line {arrow[1]}: {arrow[2].strip()}" if arrow else ""
 
 
 def cell_problems(state: dict, finished: bool, timeout_s: float) -> list[str]:
