@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from jupyter_lab import Lab
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -116,7 +117,7 @@ def slider_problems(page) -> list[str]:
     page.keyboard.press("ArrowRight")
     try:
         page.wait_for_function(f"before => ({_SLIDER_VIEW})() !== before", arg=before, timeout=30_000)
-    except Exception:  # playwright's TimeoutError
+    except PlaywrightTimeout:
         return ["moved the first slider one step: the output beside it did not change within 30 s"]
     return []
 
@@ -153,7 +154,8 @@ def test_notebook_runs_in_browser(path: Path, lab: Lab, browser, outside_request
     finally:
         page.close()
         shut_down_kernel(lab, path.name)
-    problems += [f"the browser tried to reach {url}" for url in outside_requests[already_outside:]]
+    outside = dict.fromkeys(outside_requests[already_outside:])  # each URL once, in order
+    problems += [f"the browser tried to reach {url}" for url in outside]
     if path.read_bytes() != before:
         problems.append("the notebook file changed on disk: nothing may save it")
     if problems:
