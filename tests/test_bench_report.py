@@ -1,4 +1,6 @@
-"""The HTML report: one self-contained page (no network), A/B overlay, secrets masked; Python and CLI."""
+"""The HTML report: one self-contained page (no network), A/B overlay, secrets masked; Python and CLI.
+
+In Chromium: tests/browser/test_report_in_browser.py (make browser-test)."""
 from __future__ import annotations
 
 import re
@@ -70,22 +72,3 @@ def test_write_report_and_the_cli_flag(ab_runs, tmp_path):
 def test_no_runs_is_an_error():
     with pytest.raises(ValueError, match="no runs"):
         report_html({})
-
-
-@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium (browser-test)")
-def test_the_page_renders_in_chromium_without_the_network(ab_runs, tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api")
-    path = write_report(ab_runs, tmp_path / "ab.html")
-    requests: list[str] = []
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto(path.as_uri())
-            widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.naturalWidth)")
-            title = page.title()
-        finally:
-            browser.close()
-    assert title == "Inference Lab load test" and len(widths) == 2 and min(widths) > 100
-    assert [r for r in requests if not r.startswith(("file:", "data:"))] == []
