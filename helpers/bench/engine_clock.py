@@ -47,20 +47,22 @@ def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str 
                      concurrency: int | None = None, request_rate: float = math.inf, burstiness: float = 1.0,
                      warmup_prompts: Sequence[BenchPrompt] = (), seed: int = 0,
                      model: ModelSpec | str | None = None,
-                     goodput: Mapping[str, float] | None = None) -> SimulationResult:
-    """``run_benchmark``'s workload on the virtual clock: same prompts, same send times (``seed``), the
-    engine of a mock started with ``config`` and ``gpu`` (``model`` for a served name mapped to another);
-    ``goodput`` ms limits add vLLM's ``request_goodput``."""
-    if concurrency is None and math.isinf(request_rate):
-        raise ValueError("give a concurrency (closed loop), a finite request_rate (open loop), or both")
+                     goodput: Mapping[str, float] | None = None,
+                     send_at_s: Sequence[float] | None = None) -> SimulationResult:
+    """``run_benchmark``'s workload on the virtual clock: same prompts, same send times (``seed``, or
+    ``send_at_s`` as given), the engine of a mock started with ``config`` and ``gpu`` (``model`` for a served
+    name mapped to another); ``goodput`` ms limits add vLLM's ``request_goodput``."""
+    if concurrency is None and math.isinf(request_rate) and send_at_s is None:
+        raise ValueError("give a concurrency (closed loop), a finite request_rate or send_at_s (open loop), "
+                         "or both")
     ids, lens = _token_ids(prompts)
-    send_at_s = None
-    if math.isfinite(request_rate):
+    if send_at_s is None and math.isfinite(request_rate):
         send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
     result = simulate_requests(_config(config), gpu, ids, lens, concurrency=concurrency, send_at_s=send_at_s,
                                warmup=_token_ids(warmup_prompts),
                                model=load_model(model) if isinstance(model, str) else model)
-    result.summary["request_rate"] = request_rate if math.isfinite(request_rate) else "inf"
+    rate = request_rate if math.isfinite(request_rate) else "inf"
+    result.summary["request_rate"] = "trace" if send_at_s is not None and rate == "inf" else rate
     return with_goodput(result, goodput) if goodput else result
 
 
