@@ -10,7 +10,7 @@ PIP_SOURCE := $(if $(OFFLINE),--no-index --find-links $(WHEELHOUSE),)
 # JupyterLab refuses to run as root without --allow-root; add it only then.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: install lab test clean wheelhouse offline-check
+.PHONY: install lab test browser-test clean wheelhouse offline-check
 
 install: $(STAMP)
 
@@ -45,6 +45,32 @@ $(LAB_OVERRIDES):
 
 test: install
 	$(PY) -m pytest
+
+# Every notebook run in JupyterLab in headless Chromium (tests/browser). Debian's Chromium and CJK fonts come from
+# apt (as root, only when missing), Playwright from PyPI; never `playwright install` (it downloads a browser).
+CHROMIUM := /usr/bin/chromium
+CJK_FONT := /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
+BROWSER_STAMP := $(VENV)/.browser-installed
+APT_INSTALL = test "$$(id -u)" = 0 || { echo "not root: sudo apt-get install -y chromium fonts-noto-cjk" >&2; exit 1; }; \
+	log=$$(mktemp); export DEBIAN_FRONTEND=noninteractive; \
+	{ apt-get update -q && apt-get install -y -q --no-install-recommends $(1); } >$$log 2>&1 \
+	  || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
+
+browser-test: install $(BROWSER_STAMP) $(CHROMIUM) $(CJK_FONT)
+	rm -rf results/browser
+	$(PY) -m pytest tests/browser --durations=12
+
+$(BROWSER_STAMP): requirements-browser.txt constraints.txt $(STAMP)
+	$(PY) -m pip install --quiet -r requirements-browser.txt -c constraints.txt
+	touch $@
+
+$(CHROMIUM):
+	@echo "apt-get install chromium fonts-noto-cjk (for the browser test)"
+	@$(call APT_INSTALL,chromium fonts-noto-cjk)
+
+$(CJK_FONT):
+	@echo "apt-get install fonts-noto-cjk (Chinese text in the browser test)"
+	@$(call APT_INSTALL,fonts-noto-cjk)
 
 clean:
 	rm -rf $(VENV) .pytest_cache results

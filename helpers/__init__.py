@@ -41,7 +41,7 @@ _export("client.settings", "Settings", "load_settings", "mask_secret")
 _export("client.urls", "normalize_base_url", "UrlFix")
 _export("client.proxies", "proxy_variables", "bypass_proxy_for_loopback")
 _export("client.factory", "make_client", "make_async_client")
-_export("client.metrics", "RequestMetrics", "NoTokensError")
+_export("client.metrics", "RequestMetrics", "NoTokensError", "ChunkEvent", "metrics_from_trace")
 _export("client.stream", "stream_once", "astream_once")
 _export("client.naive", "NaiveMetrics", "naive_measure", "naive_p99")
 _export("client.diagnose", "diagnose", "Diagnosis")
@@ -49,7 +49,8 @@ _export("client.check", "check_settings", "SettingsCheck")
 _export("models", "ModelSpec", "ParamLayout", "load_model", "list_models", "attention_kind")
 _export("hardware", "GPUSpec", "load_gpu", "list_gpus")
 _export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
-        "format_bytes", "compare_attention", "AttentionVariant")
+        "format_bytes", "compare_attention", "AttentionVariant", "WEIGHT_FORMATS", "WeightFormat",
+        "weight_bytes_per_param", "embedding_params")
 _export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "NON_TORCH_BYTES")
 _export("params", "count_params")
 _export("widgets.kv", "kv_calculator", "capacity_panel", "KVEstimate")
@@ -61,14 +62,25 @@ _export("server.textgen", "text_of_length")
 _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling",
         "prefill_time_floor_s", "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
-_export("engine.simulate", "simulate", "SimulationResult")
+_export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
 _export("engine.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")
+_export("fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
+        "fidelity_split", "fit_rows", "error_table", "error_summary", "per_gpu_efficiency")
+_export("plots.fidelity", "plot_sim_vs_published")
 _export("client.backend", "get_backend")
 _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarning", "synthetic_prompts",
         "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
         "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s", "replay_benchmark",
         "replay_sweep", "engine_clock_summary")
+_export("bench.goodput", "parse_goodput", "good_requests", "goodput_summary", "with_goodput")
+_export("bench.slo", "SLO", "SLOSearch", "SimWorkload", "search_slo", "simulated_levels", "http_levels",
+        "backlog_growth")
+_export("cost", "GPUPrice", "load_prices", "gpu_price", "usd_per_million_tokens", "cost_row", "pareto_front")
+_export("plots.slo", "plot_goodput_knee", "plot_pareto")
+_export("bench.arrivals", "ramp_up_arrivals", "load_trace", "trace_workload", "chat_sessions")
+_export("bench.report", "report_html", "write_report")
+_export("plots.runs", "plot_latency_distributions", "plot_request_timeline")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
         "plot_latency_throughput")
 _export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
@@ -90,6 +102,14 @@ _export("config_ab", "article_table", "article_sweep", "as_article_table", "comp
 _export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound", "log_prompts")
 _export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
 _export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")
+_export("toy.quant", "QuantizedMatrix", "quantize_matrix", "quantize_weights", "weight_bytes_per_step",
+        "dequantized_bytes_per_step", "round_fp8_e4m3", "round_kv", "QuantizedKVCache",
+        "toy_kv_bytes_per_token")
+_export("toy.quant_error", "QuantError", "quantization_error", "AttentionError", "kv_attention_error")
+_export("toy.speculative", "SpeculativeGeneration", "speculative_generate", "truncated_draft",
+        "SpeculativeTiming", "speculative_sweep", "with_quiet_layers")
+_export("engine.speculative", "SpeculativeConfig", "SpeculativeStep", "expected_tokens_per_step",
+        "speculative_step", "speculative_batch_sweep", "best_num_speculative_tokens")
 _export("exercises.ex01", "check_decode_weight_bytes", "check_decode_ceiling", "check_batch_decode_gain")
 _export("exercises.ex02", "check_kv_bytes_per_token", "check_batch_kv_gib", "check_requests_that_fit",
         "PHI4_MINI_CONFIG")

@@ -31,6 +31,7 @@ from helpers.kvcache import (
     dtype_bytes,
     format_bytes,
     kv_elements_per_token_per_layer,
+    weight_bytes_per_param,
     weights_bytes,
 )
 from helpers.models import ModelSpec, load_model
@@ -145,7 +146,7 @@ def plan_capacity(
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     _check_tp(model, tensor_parallel_size)
-    dtype_bytes(weight_dtype)
+    weight_bytes_per_param(model, weight_dtype)  # validates it
     if kv_dtype == "auto":
         kv_dtype = weight_dtype if weight_dtype in ("fp32", "fp16", "bf16") else "fp16"
     max_model_len = model.max_position_embeddings if max_model_len is None else int(max_model_len)
@@ -232,7 +233,7 @@ def alternatives(plan: CapacityPlan) -> list[tuple[str, CapacityPlan]]:
     """Computed ways to make a plan fit: lower-precision weights, FP8 KV, a bigger card, more GPUs."""
     found: list[tuple[str, CapacityPlan]] = []
     for dtype in ("int8", "int4"):
-        if dtype_bytes(dtype) < dtype_bytes(plan.weight_dtype):
+        if dtype_bytes(dtype) < weight_bytes_per_param(plan.model, plan.weight_dtype):
             alt = with_settings(plan, weight_dtype=dtype)
             if alt.fits:
                 found.append((f"{'8' if dtype == 'int8' else '4'}-bit 权重 ({dtype})", alt))

@@ -68,12 +68,50 @@ def kv_cache_bytes(model: ModelSpec, seq_len: int, batch_size: int = 1, dtype: s
     return math.ceil(elements * dtype_bytes(dtype))
 
 
-def weights_bytes(model: ModelSpec, dtype: str = "fp16") -> int:
-    """Bytes of all parameters at ``dtype``.
+@dataclass(frozen=True, slots=True)
+class WeightFormat:
+    """A quantized checkpoint format: ``bits`` per weight of the linear layers plus, per group of
+    ``group_size`` weights of one output channel, ``group_overhead_bits`` of scale and zero point;
+    embeddings and ``lm_head`` stay 16-bit (notebook 10 §5)."""
 
-    Ideal: real 4-bit checkpoints add group scales and often keep embeddings in 16 bits (~5-10 % more).
+    bits: int
+    group_size: int
+    group_overhead_bits: int
+
+    @property
+    def bytes_per_param(self) -> float:
+        return (self.bits + self.group_overhead_bits / self.group_size) / 8
+
+
+# AutoAWQ (Lin et al. 2023) and GPTQ (Frantar et al. 2022) checkpoints as vLLM loads them: packed 4-bit
+# qweight, an fp16 scale and a packed 4-bit zero point (qzeros) per group of 128 input rows.
+WEIGHT_FORMATS: dict[str, WeightFormat] = {"awq-int4": WeightFormat(4, 128, 16 + 4),
+                                           "gptq-int4": WeightFormat(4, 128, 16 + 4)}
+
+
+def embedding_params(model: ModelSpec) -> int:
+    """Parameters of the input embedding and the output head (one table when they are tied)."""
+    return model.vocab_size * model.hidden_size * (1 if model.layout.tied_embeddings else 2)
+
+
+def weights_bytes(model: ModelSpec, dtype: str = "fp16") -> int:
+    """Bytes of all parameters at ``dtype``, or in a checkpoint format of ``WEIGHT_FORMATS``.
+
+    A plain dtype is ideal: real 4-bit checkpoints add group scales and keep embeddings in 16 bits,
+    which the formats count ("awq-int4": ~11 % more than "int4" for Llama-2-13B).
     """
-    return math.ceil(model.total_params * dtype_bytes(dtype))
+    fmt = WEIGHT_FORMATS.get(dtype)
+    if fmt is None:
+        return math.ceil(model.total_params * dtype_bytes(dtype))
+    embed = embedding_params(model)
+    return math.ceil((model.total_params - embed) * fmt.bytes_per_param + embed * DTYPE_BYTES["fp16"])
+
+
+def weight_bytes_per_param(model: ModelSpec, dtype: str) -> float:
+    """Mean stored bytes per parameter of ``model``'s weights in ``dtype`` or a ``WEIGHT_FORMATS`` name."""
+    if dtype in WEIGHT_FORMATS:
+        return weights_bytes(model, dtype) / model.total_params
+    return dtype_bytes(dtype)
 
 
 def format_bytes(n: float, unit: str | None = None, digits: int = 2) -> str:

@@ -10,8 +10,9 @@ a decode has one. Following kipp.ly's "Transformer Inference Arithmetic" (and LL
 ``c_eff`` caps the context at the sliding window on the layers that use one. MoE: FLOPs use the active
 parameters; bytes read the shared weights plus the experts the step touches, assuming uniform routing
 (a layer's expert is touched unless all T tokens avoid it: fraction 1 − (1 − k/E)^T). Quantized weights
-(int8/fp8/int4) shrink the weight bytes; their scales and the de-quantization FLOPs are ignored. Tensor
-parallelism multiplies peak FLOPs and bandwidth by the GPU count and ignores communication.
+(int8/fp8/int4) shrink the weight bytes; a checkpoint format ("awq-int4", ``kvcache.WEIGHT_FORMATS``) adds
+its scales and 16-bit embeddings; de-quantization FLOPs are ignored (fused kernels hide them in decode).
+Tensor parallelism multiplies peak FLOPs and bandwidth by the GPU count and ignores communication.
 
 Default efficiencies (NOTES.md, "A roofline step-time model"): MFU 0.5 (others use 0.5–0.65 for prefill),
 MBU 0.75 (others use 0.7–0.8), 2 ms per-step overhead (scheduling, sampling, launches: 0.5–4 ms).
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from helpers.kvcache import dtype_bytes, kv_bytes_per_token
+from helpers.kvcache import kv_bytes_per_token, weight_bytes_per_param
 
 if TYPE_CHECKING:
     from helpers.hardware import GPUSpec
@@ -143,7 +144,7 @@ def cost_model(model: ModelSpec | str, gpu: GPUSpec | str, *, weight_dtype: str 
         raise ValueError(f"mfu and mbu are efficiencies in (0, 1]; got mfu={mfu}, mbu={mbu}")
     if overhead_s < 0 or tensor_parallel_size < 1:
         raise ValueError("overhead_s must be >= 0 and tensor_parallel_size >= 1")
-    weight_b = dtype_bytes(weight_dtype)
+    weight_b = weight_bytes_per_param(model, weight_dtype)
     experts, k = model.num_experts, model.num_experts_per_tok
     per_expert = (model.total_params - model.active_params) / (experts - k) if experts > k else 0.0
     expert_params = per_expert * experts

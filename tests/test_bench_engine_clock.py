@@ -13,6 +13,7 @@ from helpers.bench import (
     run_benchmark,
     synthetic_prompts,
 )
+from helpers.bench.arrivals import load_trace
 from helpers.bench.sweep import sweep_levels
 from helpers.server.launcher import start_mock_server
 
@@ -68,6 +69,23 @@ def test_a_poisson_replay_uses_the_harness_send_times():
     arrivals = result.requests["arrival_s"].to_numpy()
     np.testing.assert_allclose(arrivals - arrivals[0], arrival_times_s(10, 2.0, 1.0, 4), atol=1e-12)
     assert result.summary["request_rate"] == 2.0
+
+
+def test_a_trace_is_sent_on_its_own_schedule_over_http_and_on_the_engine_clock():
+    trace = load_trace(DATA.parent / "traces" / "synthetic_chat_trace.jsonl").head(8)
+    send_at_s = trace["timestamp_s"].to_numpy() * 0.01          # the trace, replayed 100 times faster
+    prompts = synthetic_prompts(len(trace), 1, 1, input_lens=trace["input_len"].clip(upper=1500),
+                                output_lens=trace["output_len"].clip(upper=16), seed=2)
+    with start_mock_server(config=DATA / "config_b.yaml", gpu=GPU, time_scale=0.05) as server:
+        result = run_benchmark(prompts, send_at_s=send_at_s, base_url=server.base_url, model="local-13b")
+    started = result.requests.sort_values("index")["start_s"].to_numpy()
+    assert result.summary["completed"] == 8 and result.run["request_rate"] == "trace"
+    assert (started >= send_at_s - 1e-3).all() and (started <= send_at_s + 0.3).all()  # never early
+    replay = replay_benchmark(prompts, DATA / "config_b.yaml", GPU, send_at_s=send_at_s)
+    np.testing.assert_allclose(replay.requests["arrival_s"], send_at_s, atol=1e-12)
+    assert replay.summary["request_rate"] == "trace" and replay.summary["completed"] == 8
+    with pytest.raises(ValueError, match="one time"):
+        run_benchmark(prompts, send_at_s=send_at_s[:3], base_url=server.base_url, model="local-13b")
 
 
 def test_clear_errors():

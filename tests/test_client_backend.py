@@ -49,6 +49,13 @@ def test_a_key_selects_taotoken_without_starting_anything() -> None:
     assert (settings.backend, settings.base_url) == ("taotoken", "https://taotoken.net/api/v1")
 
 
+def test_mock_true_gives_the_mock_even_with_a_key_and_never_its_key(mock) -> None:
+    env = {"INFERENCE_LAB_TEST": "1", "TAOTOKEN_API_KEY": FAKE_KEY, backend.MOCK_URL_ENV: mock.base_url}
+    settings = backend.get_backend(env=env, mock=True)
+    assert (settings.backend, settings.base_url, settings.api_key) == ("mock", mock.base_url, None)
+    assert FAKE_KEY not in settings.describe() and backend.get_backend(env=env).backend == "taotoken"
+
+
 def test_mock_url_from_the_environment_is_used(mock, settings) -> None:
     assert settings.backend == "mock"
     assert settings.base_url == mock.base_url

@@ -51,8 +51,10 @@ def test_line_figures_plot_their_inputs():
     labels = [line.get_label() for line in fig.axes[0].lines]
     assert labels[0] == "a: P99 20 ms" and labels[1].startswith("b: P99 ")
     run = simulate(CONFIG_B, GPU, num_prompts=6, input_len=64, output_len=8, concurrency=2)
-    fig = plot_kv_pressure({"run": run.timeseries})
-    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 1
+    fig = plot_kv_pressure({"run": run.timeseries, "again": run.timeseries})
+    assert len(fig.axes) == 3                                 # one usage panel per run: bands never overlap
+    assert [len(ax.collections) for ax in fig.axes[:2]] == [1, 1] and len(fig.axes[0].lines) == 1
+    assert [line.get_label() for line in fig.axes[2].lines] == ["run", "again"]
     sweep = pd.DataFrame({"config": ["A", "A", "B", "B"], "max_concurrency": [1, 2, 1, 2],
                           "output_throughput": [10, 10, 10, 19], "median_ttft_ms": [1, 5, 1, 2],
                           "p99_ttft_ms": [1, 9, 1, 3]})

@@ -43,3 +43,13 @@ def test_serve_prints_startup_lines_serves_and_never_prints_the_key(tmp_path):
             )
         assert reply.usage.completion_tokens == 3
         assert KEY not in httpx.get(server.url + "/metrics").text
+
+
+def test_serve_takes_a_body_limit():
+    with spawn_mock_server(extra_args=["--max-body-bytes", "2048"]) as server:
+        small = httpx.post(f"{server.base_url}/completions", json={"model": "llama-2-13b", "prompt": "hi",
+                                                                    "max_tokens": 1})
+        big = httpx.post(f"{server.base_url}/completions", json={"model": "llama-2-13b", "prompt": "x" * 4096,
+                                                                  "max_tokens": 1})
+    assert small.status_code == 200 and big.status_code == 413
+    assert big.json()["error"]["code"] == "request_too_large"

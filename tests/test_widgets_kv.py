@@ -6,7 +6,7 @@ import pytest
 from helpers.capacity import plan_capacity
 from helpers.kvcache import kv_bytes_per_token, kv_cache_bytes
 from helpers.models import load_model
-from helpers.widgets.kv import capacity_panel, kv_calculator
+from helpers.widgets.kv import capacity_panel, estimate_figure, kv_calculator
 
 ARCHITECTURE = ("num_layers", "num_attention_heads", "num_kv_heads", "head_dim")
 
@@ -115,3 +115,24 @@ def test_typed_seq_len_is_used_and_a_length_past_the_context_is_flagged() -> Non
     assert not panel.result.exceeds_context
     panel.controls["seq_len"].value = 8192
     assert panel.result.exceeds_context and panel.result.total_bytes == 4 * 2**30
+
+
+def test_a_prime_head_count_keeps_mha_and_says_why_kv_heads_moved() -> None:
+    panel = kv_calculator("llama-2-7b")                      # 32 heads, 32 KV heads (MHA)
+    panel.controls["num_attention_heads"].value = 37         # prime: only 1 and 37 divide it
+    assert panel.controls["num_kv_heads"].value == 37        # the closest divisor to 32, not MQA's 1
+    assert panel.result.model.attention == "MHA" and "37" in panel.note and "32" in panel.note
+    panel.controls["num_attention_heads"].value = 74         # 37 still divides 74: kept, nothing to say
+    assert panel.controls["num_kv_heads"].value == 37 and panel.note is None
+    assert panel.result.model.attention == "GQA"
+    panel.controls["seq_len"].value = 1024                   # any other change clears the note
+    assert panel.note is None
+
+
+def test_calculator_plot_stops_at_the_context_window() -> None:
+    panel = kv_calculator("llama-2-7b", seq_len=3072)        # the plot's range is 2 x 3072 > 4096
+    line = estimate_figure(panel.result).axes[0].lines[0]
+    assert max(line.get_xdata()) <= 4096
+    lines = estimate_figure(panel.result).axes[0].lines
+    context_marks = [ln for ln in lines if "context window" in ln.get_label()]
+    assert len(context_marks) == 1 and context_marks[0].get_xdata()[0] == 4096

@@ -17,12 +17,13 @@ Replies are taken to be exactly ``max_tokens`` long, as the mock makes them with
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from helpers.bench.goodput import with_goodput
 from helpers.bench.loadgen import BenchResult, arrival_times_s
 from helpers.bench.prompts import BenchPrompt
 from helpers.bench.sweep import DEFAULT_CONCURRENCIES, sweep_levels
@@ -45,20 +46,24 @@ def _token_ids(prompts: Sequence[BenchPrompt]) -> tuple[list[list[int]], list[in
 def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str | Path, gpu: GPUSpec | str, *,
                      concurrency: int | None = None, request_rate: float = math.inf, burstiness: float = 1.0,
                      warmup_prompts: Sequence[BenchPrompt] = (), seed: int = 0,
-                     model: ModelSpec | str | None = None) -> SimulationResult:
-    """``run_benchmark``'s workload on the virtual clock: same prompts, same send times (``seed``), the
-    engine of a mock started with ``config`` and ``gpu`` (``model`` for a served name mapped to another)."""
-    if concurrency is None and math.isinf(request_rate):
-        raise ValueError("give a concurrency (closed loop), a finite request_rate (open loop), or both")
+                     model: ModelSpec | str | None = None,
+                     goodput: Mapping[str, float] | None = None,
+                     send_at_s: Sequence[float] | None = None) -> SimulationResult:
+    """``run_benchmark``'s workload on the virtual clock: same prompts, same send times (``seed``, or
+    ``send_at_s`` as given), the engine of a mock started with ``config`` and ``gpu`` (``model`` for a served
+    name mapped to another); ``goodput`` ms limits add vLLM's ``request_goodput``."""
+    if concurrency is None and math.isinf(request_rate) and send_at_s is None:
+        raise ValueError("give a concurrency (closed loop), a finite request_rate or send_at_s (open loop), "
+                         "or both")
     ids, lens = _token_ids(prompts)
-    send_at_s = None
-    if math.isfinite(request_rate):
+    if send_at_s is None and math.isfinite(request_rate):
         send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
     result = simulate_requests(_config(config), gpu, ids, lens, concurrency=concurrency, send_at_s=send_at_s,
                                warmup=_token_ids(warmup_prompts),
                                model=load_model(model) if isinstance(model, str) else model)
-    result.summary["request_rate"] = request_rate if math.isfinite(request_rate) else "inf"
-    return result
+    rate = request_rate if math.isfinite(request_rate) else "inf"
+    result.summary["request_rate"] = "trace" if send_at_s is not None and rate == "inf" else rate
+    return with_goodput(result, goodput) if goodput else result
 
 
 def replay_sweep(config: EngineConfig | str | Path, gpu: GPUSpec | str,

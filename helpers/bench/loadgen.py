@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from helpers.bench.goodput import with_goodput
 from helpers.bench.prompts import BenchPrompt
 from helpers.bench.records import RequestResult, append_jsonl, results_frame, summarize_results
 from helpers.bench.request import measure_request
@@ -167,6 +168,8 @@ async def arun_benchmark(
     timeout_s: float = 60.0,
     deadline_s: float | None = None,
     seed: int = 0,
+    goodput: Mapping[str, float] | None = None,
+    send_at_s: Sequence[float] | None = None,
 ) -> BenchResult:
     """Load-test an OpenAI-compatible server with ``prompts`` (see the module doc for the modes).
 
@@ -174,13 +177,22 @@ async def arun_benchmark(
     TaoToken when its key is set). ``labels`` are added to every saved line (e.g. the concurrency of a sweep).
     ``progress`` None shows a bar from 100 requests on. ``timeout_s`` bounds each read, ``deadline_s`` each
     request as a whole (default: the read timeout + 0.5 s per output token, ``default_deadline_s``).
+    ``goodput`` (ms limits, ``{"ttft": 1000}``) adds vLLM's ``request_goodput`` (``helpers.bench.goodput``).
+    ``send_at_s``: each prompt's send time, seconds after the start (a replayed trace,
+    ``helpers.bench.arrivals``), instead of ``request_rate`` and ``burstiness``.
     """
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if concurrency is None and math.isinf(request_rate):
-        raise ValueError("give a concurrency (closed loop), a finite request_rate (open loop), or both")
+    if concurrency is None and math.isinf(request_rate) and send_at_s is None:
+        raise ValueError("give a concurrency (closed loop), a finite request_rate or send_at_s (open loop), "
+                         "or both")
     if not prompts:
         raise ValueError("no prompts to send")
+    given_times = send_at_s is not None
+    if given_times:
+        send_at_s = np.asarray(send_at_s, dtype=float)
+        if send_at_s.shape != (len(prompts),) or not (send_at_s >= 0).all():
+            raise ValueError(f"send_at_s needs one time >= 0 per prompt ({len(prompts)} prompts)")
     if base_url is None and settings is None:
         from helpers.client.backend import get_backend  # may start the mock for a notebook
 
@@ -188,7 +200,8 @@ async def arun_benchmark(
     model = model or (settings.model if settings is not None else None)
     if not model:
         raise ValueError("which model? pass model=... (the server's model ID, see GET /v1/models)")
-    send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
+    if not given_times:
+        send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
     pool = concurrency or len(prompts)
     results: list[RequestResult] = []
     async with make_async_client(
@@ -231,14 +244,15 @@ async def arun_benchmark(
     run = {
         "model_id": model,
         "max_concurrency": concurrency,
-        "request_rate": request_rate if math.isfinite(request_rate) else "inf",
+        "request_rate": "trace" if given_times else request_rate if math.isfinite(request_rate) else "inf",
         "burstiness": burstiness,
         "num_prompts": len(prompts),
         "num_warmups": len(warmup_prompts),
         "warmup_failed": sum(not r.success for r in warm),
         **(labels or {}),
     }
-    return BenchResult(summarize_results(results, duration_s), results_frame(results), run)
+    result = BenchResult(summarize_results(results, duration_s), results_frame(results), run)
+    return with_goodput(result, goodput) if goodput else result
 
 
 def run_benchmark(prompts: Sequence[BenchPrompt], **options: Any) -> BenchResult:

@@ -8,7 +8,7 @@ the level's system prefix, which production traffic keeps warm too).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,10 @@ async def asweep(
     deadline_s: float | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[BenchResult], None] | None = None,
+    goodput: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
-    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys).
+    """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys;
+    ``goodput`` ms limits add ``request_goodput``).
 
     ``on_start(level, concurrency)`` is called before each level (0-based), ``on_result`` after it.
     """
@@ -76,6 +78,7 @@ async def asweep(
             deadline_s=deadline_s,
             seed=level_seed,
             labels={"concurrency": concurrency, "seed": level_seed},
+            goodput=goodput,
         )
         if on_result is not None:
             on_result(result)

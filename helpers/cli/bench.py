@@ -140,6 +140,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--result-json", required=True, help="where to write the JSON results (a CSV goes beside)"
     )
+    parser.add_argument(
+        "--report", metavar="HTML", help="also write a self-contained HTML report of every level (no network)"
+    )
+    parser.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO limits (ms), vLLM's syntax: "
+                        "ttft:1000 tpot:50 e2el:20000; adds request_goodput (helpers.bench.goodput)")
 
 
 def _fail(message: str) -> int:
@@ -268,6 +273,7 @@ def _write(path: Path, document: dict[str, Any], rows: list[dict[str, Any]]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    from helpers.bench.goodput import parse_goodput
     from helpers.bench.records import FewSamplesWarning, to_simulated
     from helpers.bench.sweep import asweep
     from helpers.client.diagnose import mask_secrets
@@ -281,7 +287,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.result_json)
     if not out.parent.exists():
         return _fail(f"--result-json {out}: the folder {out.parent} does not exist")
+    if args.report and not Path(args.report).parent.exists():
+        return _fail(f"--report {args.report}: the folder {Path(args.report).parent} does not exist")
     try:
+        slo_ms = parse_goodput(args.goodput) if args.goodput else None
         api_key = _api_key(args.api_key_env)
         fix = normalize_base_url(args.base_url)
         base_url = fix.url
@@ -295,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
     scaled = time_scale is not None and time_scale != 1
     requests_path = out.with_suffix(".requests.jsonl")
     rows: list[dict[str, Any]] = []
+    results: dict[str, BenchResult] = {}
     levels = len(args.concurrency)
     started_s = time.perf_counter()
 
@@ -304,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
 
     def show(result: BenchResult) -> None:
         rows.append({**result.row(), "error_kinds": result.error_kinds})
+        results[f"concurrency {result.run['max_concurrency']}"] = result
         shown = to_simulated(rows[-1], time_scale) if scaled else rows[-1]
         print(_table([shown]).splitlines()[-1], flush=True)
         reasons = _reasons(result)
@@ -340,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
                     deadline_s=args.deadline,
                     on_start=start,
                     on_result=show,
+                    goodput=slo_ms,
                 )
             )
         except (ValueError, FileNotFoundError) as exc:
@@ -372,6 +384,13 @@ def run(args: argparse.Namespace) -> int:
         document["results_simulated"] = [to_simulated(r, time_scale) for r in rows]
     csv_path = _write(out, document, rows)
     print(f"wrote {out}, {csv_path} and {requests_path}")
+    if args.report:
+        from helpers.bench.report import write_report
+
+        keys = ("base_url", "model_id", "input_len", "output_len", "shared_prefix_len", "dataset", "seed",
+                "time_scale")
+        meta = {k: document[k] for k in keys}
+        print(f"wrote {write_report(results, args.report, metadata=meta)}")
     broken = _broken_levels(rows, args.max_failure_rate)
     if broken:
         print("退出码 1：" + "；".join(broken) + "。失败原因见上表下方和 " + str(requests_path))

@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults")
     parser.add_argument(
+        "--max-body-bytes", type=at_least(int, 1024), default=None,
+        help="refuse larger request bodies with 413 (default 2 MiB)",
+    )
+    parser.add_argument(
         "--classroom", type=at_least(int, 1), metavar="N",
         help="one server for a room: N learner keys (written to --keys-file, never printed), a fair share "
              "each, GET /dashboard",
@@ -93,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             max_waiting_requests=args.max_waiting_requests,
             fault_rate=args.fault_rate,
             fault_seed=args.fault_seed,
+            **({} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}),
         )
     except (FileNotFoundError, ValueError) as exc:
         return fail(str(exc))

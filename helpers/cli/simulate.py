@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-prefix", type=int, default=0, help="tokens every prompt starts with")
     parser.add_argument("--range-ratio", type=float, default=0.0, help="lengths uniform in len*(1±r)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--goodput", nargs="+", metavar="KEY:MS", default=None,
+                        help="SLO limits in ms, as vLLM's bench serve takes them: ttft:1000 tpot:50"
+                             " e2el:20000; adds request_goodput (requests meeting every limit per second)")
     parser.add_argument("--result-json", default=None, help="write the summary (vLLM's keys) here")
 
 
@@ -87,6 +90,7 @@ def itl_note(result: SimulationResult, config: EngineConfig) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from helpers.bench.goodput import parse_goodput, with_goodput
     from helpers.engine.config import EngineConfig
     from helpers.engine.simulate import simulate
 
@@ -94,11 +98,13 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and not out.parent.is_dir():
         return fail(f"--result-json {out}: the folder {out.parent} does not exist")
     try:
+        slo_ms = parse_goodput(args.goodput) if args.goodput else None
         config = EngineConfig.from_yaml(args.config)
         result = simulate(config, args.gpu, num_prompts=args.num_prompts, input_len=args.input_len,
                           output_len=args.output_len, concurrency=args.concurrency,
                           request_rate=args.request_rate, shared_prefix_len=args.shared_prefix,
                           range_ratio=args.range_ratio, seed=args.seed)
+        result = with_goodput(result, slo_ms) if slo_ms else result
     except (ValueError, FileNotFoundError) as exc:
         return fail(str(exc))
     s = result.summary
@@ -106,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{title:=^60}")
     for key, label, fmt in SUMMARY_ROWS:
         print(f"{label + ':':<40}{fmt.format(s[key]):>20}")
+        if key == "request_throughput" and slo_ms:
+            print(f"{'Request goodput (req/s):':<40}{s['request_goodput']:>20.2f}")
+            print(f"{'SLO attainment:':<40}{s['slo_attainment']:>20.1%}")
     note = itl_note(result, config)
     if note:
         print(note)

@@ -56,12 +56,19 @@ def list_served_models(base_url: str, api_key: str = MOCK_API_KEY, timeout_s: fl
     return [model["id"] for model in response.json()["data"]]
 
 
-def get_backend(env: Mapping[str, str] | None = None, dotenv_path: str | Path | None = None) -> Settings:
-    """Settings for the backend in use: TaoToken with a key, else the mock (with its URL and first model)."""
+def get_backend(env: Mapping[str, str] | None = None, dotenv_path: str | Path | None = None, *,
+                mock: bool = False) -> Settings:
+    """Settings for the backend in use: TaoToken with a key, else the mock (with its URL and first model).
+
+    ``mock=True``: the mock even when a key is set (notebook 07 makes its errors happen on the mock, then
+    checks the learner's own settings separately)."""
     env = os.environ if env is None else env
     settings = load_settings(env, dotenv_path)
     if settings.backend == "taotoken":
-        return settings
+        if not mock:
+            return settings
+        settings = Settings(backend="mock", base_url=None, model=None,
+                            source="mock（已设置 TAOTOKEN_API_KEY，但这里要用 mock）")
     bypass_proxy_for_loopback()
     external = env.get(MOCK_URL_ENV, "").strip()
     if external:

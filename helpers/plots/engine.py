@@ -155,25 +155,33 @@ def _usage_per_slice(ts: pd.DataFrame, edges: np.ndarray, samples_per_slice: int
 
 
 def plot_kv_pressure(timeseries: Mapping[str, pd.DataFrame], *, slices: int = 40,
-                     figsize: tuple[float, float] = (9, 5)) -> Figure:
-    """KV cache usage (top: time-weighted mean per time slice, band = min to max, since a starved pool
-    spikes to 100 % and preempts every few seconds) and cumulative preemptions (bottom) over virtual time,
-    one line per run (``SimulationResult.timeseries``; notebook 05 §5)."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=figsize, sharex=True)
+                     figsize: tuple[float, float] | None = None) -> Figure:
+    """KV cache usage, one panel per run so the bands never overlap (time-weighted mean per time slice,
+    band = min to max, since a starved pool spikes to 100 % and preempts every few seconds), and cumulative
+    preemptions of all runs (bottom) over virtual time (``SimulationResult.timeseries``; notebook 05 §5)."""
+    n = len(timeseries)
+    fig, axes = plt.subplots(n + 1, 1, figsize=figsize or (9, 1.7 * n + 2.2), sharex=True, squeeze=False)
+    *tops, bottom = axes[:, 0]
     end_s = max(ts["time_s"].max() for ts in timeseries.values())
     edges = np.linspace(0.0, end_s, slices + 1)
-    for label, ts in timeseries.items():
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for (label, ts), top, color in zip(timeseries.items(), tops, colors):
         usage = _usage_per_slice(ts, edges)
-        (line,) = top.plot(usage["time_s"], usage["mean"], "o-", markersize=3, label=label, linewidth=1.5)
-        top.fill_between(usage["time_s"], usage["min"], usage["max"], color=line.get_color(), alpha=0.15,
-                         linewidth=0)
-        bottom.step(ts["time_s"], ts["num_preemptions"], where="post", color=line.get_color(), label=label)
-    top.set_ylabel("KV cache usage (%)")
-    top.set_title(f"KV cache usage: mean per {end_s / slices:.1f} s slice, band = min to max", fontsize=10)
-    top.set_ylim(0, 105)
-    top.legend(fontsize=8, loc="lower right")
-    bottom.set_ylabel("preemptions (cumulative)")
+        top.fill_between(usage["time_s"], usage["min"], usage["max"], color=color, alpha=0.2, linewidth=0,
+                         label="min to max in the slice")
+        top.plot(usage["time_s"], usage["mean"], "o-", markersize=3, color=color, linewidth=1.5,
+                 label="time-weighted mean")
+        top.set_ylim(0, 105)
+        top.set_ylabel("KV usage (%)")
+        top.set_title(label, fontsize=9, loc="left")
+        top.grid(alpha=0.3)
+        bottom.step(ts["time_s"], ts["num_preemptions"], where="post", color=color, label=label)
+    tops[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"KV cache usage per run: mean per {end_s / slices:.1f} s slice, band = min to max",
+                 fontsize=10)
+    bottom.set_ylabel("preemptions\n(cumulative)")
     bottom.set_xlabel("virtual time (s)")
+    bottom.grid(alpha=0.3)
     bottom.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)

@@ -48,18 +48,23 @@ def _finish_gib_axes(fig: Figure, ax, *, xlabel: str, title: str, budget_bytes: 
 
 def plot_kv_vs_seq_len(models: Iterable[ModelSpec | str], seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, *,
                        batch_size: int = 1, dtype: str = "fp16", clip_to_context: bool = True,
-                       mark_seq_len: int | None = None, budget_bytes: float | None = None,
+                       mark_context: bool = False, mark_seq_len: int | None = None,
+                       budget_bytes: float | None = None,
                        budget_label: str | None = None, figsize: tuple[float, float] = (7, 4)) -> Figure:
     """KV cache (GiB) against sequence length, one line per model (notebook 02, "显存随序列长度增长").
 
-    With ``clip_to_context`` a line stops at the model's ``max_position_embeddings``; sliding-window models
-    bend where their windowed layers stop growing. ``mark_seq_len`` puts a dot on each line.
+    With ``clip_to_context`` a line stops at the model's ``max_position_embeddings``; ``mark_context`` draws
+    that limit as a dotted vertical line when ``seq_lens`` reach it. Sliding-window models bend where their
+    windowed layers stop growing. ``mark_seq_len`` puts a dot on each line.
     """
     fig, ax = plt.subplots(figsize=figsize)
     for model in _specs(models):
         xs = [s for s in seq_lens if not clip_to_context or s <= model.max_position_embeddings]
         ys = [kv_cache_bytes(model, s, batch_size=batch_size, dtype=dtype) / _GIB for s in xs]
         (line,) = ax.plot(xs, ys, label=_label(model))
+        if mark_context and max(seq_lens) >= model.max_position_embeddings:
+            ax.axvline(model.max_position_embeddings, color=line.get_color(), linestyle=":", linewidth=1,
+                       label=f"context window {model.max_position_embeddings:,} (max_position_embeddings)")
         if mark_seq_len is not None:
             y = kv_cache_bytes(model, mark_seq_len, batch_size=batch_size, dtype=dtype) / _GIB
             ax.plot([mark_seq_len], [y], "o", color=line.get_color())

@@ -2,8 +2,12 @@
 
 Notebook 00 (环境与第一个请求) talks to it; notebook 05 (连续批处理) watches batching through it. Routes, also
 under ``/api/v1`` (TaoToken's layout): ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``GET /v1/models``; plus ``GET /health`` and ``GET /metrics`` (Prometheus, vLLM's names). Every error is
-OpenAI-shaped (``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``).
+``GET /v1/models``; plus ``GET /health`` (503 when an engine loop is dead), ``GET /metrics`` (Prometheus,
+vLLM's names) and ``GET /openapi.json`` (the request bodies' schemas). Every error is OpenAI-shaped
+(``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``), applied after the
+API key check. A request is checked in this order, each failure answered before any byte of a stream:
+key (401), fault header (400 if malformed), content type, body size and fields (``helpers.server.intake``:
+400, 413, 400), model (404), engine alive (503), prompt and context (400), queue (429).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -27,8 +33,17 @@ from helpers.engine import EngineConfig
 from helpers.hardware import GPUSpec
 from helpers.server import completions as flow
 from helpers.server.driver import EngineDriver
-from helpers.server.errors import OpenAIError, invalid_api_key, model_not_found, rate_limited, server_error
+from helpers.server.errors import (
+    OpenAIError,
+    bad_request,
+    engine_unavailable,
+    invalid_api_key,
+    model_not_found,
+    rate_limited,
+    server_error,
+)
 from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
+from helpers.server.intake import DEFAULT_MAX_BODY_BYTES, Prompt, read_request
 from helpers.server.metrics import CONTENT_TYPE, ServerMetrics
 from helpers.server.responses import (
     DroppedResponse,
@@ -36,10 +51,9 @@ from helpers.server.responses import (
     quiet_dropped_connections,
     unless_disconnected,
 )
-from helpers.server.schemas import ChatCompletionRequest, CompletionRequest, parse_request
+from helpers.server.schemas import ChatCompletionRequest, CompletionRequest
 from helpers.server.served import ServedModel, build_engines, served_models
 from helpers.server.textgen import generate_reply
-from helpers.server.tokenizer import encode, encode_chat, message_text
 
 RETRY_AFTER_S = 1.0  # what a 429 asks the client to wait
 
@@ -64,6 +78,7 @@ class MockService:
         api_key: str | None,
         faults: FaultInjector,
         max_waiting_requests: int | None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         self.endpoints = endpoints
         self.metrics = metrics
@@ -71,20 +86,23 @@ class MockService:
         self._api_key = api_key
         self._faults = faults
         self._max_waiting = max_waiting_requests
+        self.max_body_bytes = max_body_bytes
         self._ids = itertools.count()
         self._id_prefix = os.urandom(4).hex()
 
     def guard(self, request: Request, *, draw_fault: bool) -> Fault | None:
-        """Apply the fault header (or a random fault), then the API key check."""
+        """Check the API key, then apply the fault header (or a random fault)."""
+        if self._api_key is not None:
+            scheme, _, key = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                key.strip().encode(), self._api_key.encode()
+            ):
+                raise invalid_api_key()
         header = request.headers.get(FAULT_HEADER)
         fault = self._faults.choose(header) if draw_fault or header else None
         error = error_for(fault, RETRY_AFTER_S)
         if error is not None:
             raise error
-        if self._api_key is not None:
-            scheme, _, key = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip(), self._api_key):
-                raise invalid_api_key()
         return fault
 
     def endpoint(self, model: str) -> Endpoint:
@@ -97,25 +115,22 @@ class MockService:
         self,
         endpoint: Endpoint,
         body: ChatCompletionRequest | CompletionRequest,
+        prompt: Prompt,
         fault: Fault | None,
         received_wall_s: float,
     ) -> flow.Job:
-        """Tokenize, check the context and the queue, and decide the reply."""
-        chat = isinstance(body, ChatCompletionRequest)
-        if chat:
-            messages = [m.model_dump() for m in body.messages]
-            prompt_ids = encode_chat(messages)
-            users = [m for m in messages if m["role"] == "user"] or messages
-            seed_text = message_text(users[-1]["content"])
-        elif isinstance(body.prompt, str) or isinstance(body.prompt[0], str):
-            seed_text = body.prompt if isinstance(body.prompt, str) else body.prompt[0]
-            prompt_ids = encode(seed_text)
-        else:
-            prompt_ids, seed_text = list(body.prompt), " ".join(map(str, body.prompt))
-        max_tokens = flow.check_context(len(prompt_ids), body.requested_max_tokens(), endpoint.max_model_len)
+        """Check the engine, the prompt, the context and the queue, and decide the reply."""
+        failure = endpoint.driver.failure
+        if failure is not None:
+            raise engine_unavailable(failure)
+        if not prompt.token_ids:  # vLLM's message (vllm/v1/engine/input_processor.py, _validate_prompt_len)
+            raise bad_request("The decoder prompt cannot be empty: send at least one token.", param="prompt")
+        max_tokens = flow.check_context(
+            len(prompt.token_ids), body.requested_max_tokens(), endpoint.max_model_len
+        )
         self._check_queue(endpoint.driver)
         reply = generate_reply(
-            seed_text,
+            prompt.seed_text,
             max_tokens=max_tokens,
             seed=body.seed,
             temperature=1.0 if body.temperature is None else body.temperature,
@@ -123,16 +138,18 @@ class MockService:
             stop=body.stop_strings,
             reasoning=endpoint.served.reasoning,
         )
+        chat = isinstance(body, ChatCompletionRequest)
         prefix = "chatcmpl-" if chat else "cmpl-"
         return flow.Job(
             f"{prefix}{self._id_prefix}{next(self._ids):x}",
             endpoint.served.name,
             chat,
-            prompt_ids,
+            prompt.token_ids,
             reply,
             body.include_usage,
             fault,
             received_wall_s,
+            body.num_top_logprobs,
         )
 
     def _check_queue(self, driver: EngineDriver) -> None:
@@ -166,8 +183,11 @@ def create_app(
     max_waiting_requests: int | None = None,
     fault_rate: float = 0.0,
     fault_seed: int = 0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """Build the mock app (engines are created now; their real-time loops start with the app)."""
+    if max_body_bytes < 1024:
+        raise ValueError(f"max_body_bytes must be at least 1024, got {max_body_bytes}")
     engine_config = load_config(config)
     models = served_models(engine_config, served_model_names)
     engines = build_engines(engine_config, gpu, models)
@@ -190,6 +210,7 @@ def create_app(
         api_key=api_key,
         faults=FaultInjector(fault_rate, fault_seed),
         max_waiting_requests=max_waiting_requests,
+        max_body_bytes=max_body_bytes,
     )
     quiet_dropped_connections()
 
@@ -209,6 +230,7 @@ def create_app(
     app.state.mock = service
     _add_routes(app, service)
     _add_error_handlers(app)
+    _publish_request_schemas(app)
     return app
 
 
@@ -220,9 +242,9 @@ def _add_routes(app: FastAPI, service: MockService) -> None:
     ) -> Response:
         received = time.perf_counter()
         fault = service.guard(request, draw_fault=True)
-        body = parse_request(model, await request.body())
+        body, prompt = await read_request(request, model, service.max_body_bytes)
         endpoint = service.endpoint(body.model)
-        job = service.prepare(endpoint, body, fault, received)
+        job = service.prepare(endpoint, body, prompt, fault, received)
         if body.stream:
             return SSEResponse(flow.stream_events(job, endpoint.driver), {"X-Request-Id": job.response_id})
         completed, result = await unless_disconnected(
@@ -268,6 +290,9 @@ def _add_routes(app: FastAPI, service: MockService) -> None:
 
     @app.get("/health")
     async def health() -> Response:
+        failures = [d.failure for d in service.drivers if d.failure is not None]
+        if failures:
+            return engine_unavailable("; ".join(failures)).to_response()
         return JSONResponse({"status": "ok"})
 
     @app.get("/metrics")
@@ -286,8 +311,37 @@ def _add_error_handlers(app: FastAPI) -> None:
             f"{exc.detail}: {request.method} {request.url.path}. This server serves POST "
             "/v1/chat/completions, POST /v1/completions and GET /v1/models (also under /api/v1/)."
         )
-        return OpenAIError(exc.status_code, message).to_response()
+        return OpenAIError(exc.status_code, message, headers=dict(exc.headers or {})).to_response()
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
-        return server_error(f"Unexpected error in the mock server: {exc!r}. Please report it.").to_response()
+        # Starlette re-raises the exception after this response and uvicorn then closes the connection:
+        # say so, so that a keep-alive client opens a new one instead of meeting a reset.
+        error = server_error(f"Unexpected error in the mock server: {exc!r}. Please report it.")
+        error.headers["Connection"] = "close"
+        return error.to_response()
+
+
+def _publish_request_schemas(app: FastAPI) -> None:
+    """Make ``/openapi.json`` describe the JSON bodies the completion routes read (they parse the raw body
+    themselves, so that every validation problem is an OpenAI-shaped 400 rather than FastAPI's 422)."""
+    models = {"/chat/completions": ChatCompletionRequest, "/completions": CompletionRequest}
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            refs, defs = models_json_schema(
+                [(m, "validation") for m in models.values()], ref_template="#/components/schemas/{model}"
+            )
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+            for path, operations in schema["paths"].items():
+                model = next((m for suffix, m in models.items() if path.endswith(suffix)), None)
+                if model is not None and "post" in operations:
+                    operations["post"]["requestBody"] = {
+                        "required": True,
+                        "content": {"application/json": {"schema": refs[(model, "validation")]}},
+                    }
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from helpers.server.driver import FINISHED, EngineDriver, Stream
 from helpers.server.errors import OpenAIError, bad_request, server_error
 from helpers.server.faults import Fault
+from helpers.server.logprobs import chat_entry, completion_logprobs, token_logprob
 from helpers.server.sse import DONE, ChunkEncoder
 from helpers.server.textgen import Reply
 
@@ -33,7 +34,22 @@ class Job:
     include_usage: bool
     fault: Fault | None
     received_wall_s: float  # time.perf_counter() when the request arrived
+    num_top_logprobs: int | None = None  # None: no logprobs asked for
     created: int = field(default_factory=lambda: int(time.time()))
+
+    def logprobs_of(self, position: int, text_offset: int) -> dict | None:
+        """The ``logprobs`` object of a stream chunk carrying the token at ``position``."""
+        if self.num_top_logprobs is None:
+            return None
+        lp = token_logprob(self.reply.pieces[position], position, self.num_top_logprobs)
+        return {"content": [chat_entry(lp)]} if self.chat else completion_logprobs([lp], text_offset)
+
+    def all_logprobs(self) -> dict | None:
+        """The ``logprobs`` object of a whole (non-streamed) choice."""
+        if self.num_top_logprobs is None:
+            return None
+        lps = [token_logprob(p, i, self.num_top_logprobs) for i, p in enumerate(self.reply.pieces)]
+        return {"content": [chat_entry(lp) for lp in lps]} if self.chat else completion_logprobs(lps, 0)
 
 
 def check_context(prompt_tokens: int, max_tokens: int | None, max_model_len: int) -> int:
@@ -94,7 +110,8 @@ async def _submit(job: Job, driver: EngineDriver) -> Stream:
     delay_s = job.fault.first_token_delay_s * driver.time_scale if job.fault else 0.0
     if delay_s:
         await asyncio.sleep(delay_s)
-    return driver.submit(job.response_id, job.prompt_token_ids, len(job.reply.pieces))
+    # A reply cut to nothing by a stop string still costs the engine one token (it produced the stop text).
+    return driver.submit(job.response_id, job.prompt_token_ids, max(1, len(job.reply.pieces)))
 
 
 def _failed(item: object) -> OpenAIError:
@@ -116,7 +133,7 @@ async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes |
     drop_after = job.fault.disconnect_after_tokens if job.fault else None
     pieces, num_reasoning = job.reply.pieces, job.reply.num_reasoning
     stream = await _submit(job, driver)
-    sent, first_wall_s, complete = 0, None, False
+    sent, text_offset, first_wall_s, complete = 0, 0, None, False
     try:
         while not complete:
             items = [await stream.queue.get()]
@@ -127,11 +144,15 @@ async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes |
                 if item is FINISHED:
                     complete = True
                     break
-                if isinstance(item, Exception):
-                    raise _failed(item)
-                for _ in range(item[0]):
-                    out.append(enc.token(pieces[sent], reasoning=sent < num_reasoning))
+                if isinstance(item, Exception):  # the 200 is out: say so in the stream, as vLLM does
+                    yield b"".join(out) + enc.error(_failed(item).body()) + DONE
+                    return
+                for _ in range(min(item[0], len(pieces) - sent)):
+                    piece = pieces[sent]
+                    logprobs = job.logprobs_of(sent, text_offset)
+                    out.append(enc.token(piece, reasoning=sent < num_reasoning, logprobs=logprobs))
                     sent += 1
+                    text_offset += len(piece)
                     if drop_after is not None and sent >= drop_after:
                         yield b"".join(out)
                         yield None
@@ -181,12 +202,17 @@ async def run_to_completion(job: Job, driver: EngineDriver) -> dict | None:
         message = {"role": "assistant", "content": reply.content_text}
         if reply.num_reasoning:
             message["reasoning_content"] = reply.reasoning_text
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": job.all_logprobs(),
+            "finish_reason": reply.finish_reason,
+        }
     else:
         choice = {
             "index": 0,
             "text": reply.content_text,
-            "logprobs": None,
+            "logprobs": job.all_logprobs(),
             "finish_reason": reply.finish_reason,
         }
     return {

@@ -7,6 +7,11 @@ delivers its tokens at the absolute wall deadline ``t0 + v × time_scale``: erro
 the loop falls behind a deadline it runs the overdue steps back to back (yielding to the handlers every
 ``MAX_BURST_S``) and reports the lag (``lag_s``, exposed in /metrics) instead of stretching simulated
 time. When idle, the engine clock jumps to the current virtual time (``advance_to``).
+
+A failure never hangs a client: a request the engine refuses at admission fails alone; a failing step
+fails the requests in flight (they are dropped from the engine) and the loop goes on. Only after
+``MAX_CONSECUTIVE_FAILURES`` failing steps in a row, or if the loop task ends, is the driver dead:
+``failure`` says why, ``/health`` answers 503 and new requests fail at once.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from helpers.engine import LLMEngine, Request
 log = logging.getLogger(__name__)
 FINISHED = object()  # queue item: the engine produced the last token
 MAX_BURST_S = 0.002  # a late loop runs overdue steps back to back for at most this long before yielding
+MAX_CONSECUTIVE_FAILURES = 3  # failing steps in a row (no step succeeding between) before the driver gives up
 
 
 @dataclass(slots=True)
@@ -64,6 +70,8 @@ class EngineDriver:
         self.lag_s = 0.0  # how late the last step's tokens were delivered (wall seconds)
         self.max_lag_s = 0.0
         self.num_steps = 0
+        self.num_failures = 0  # failing steps and refused admissions since start
+        self._dead: str | None = None
         self._pending: list[Stream] = []
         self._streams: dict[str, Stream] = {}
         self._wake = asyncio.Event()
@@ -84,6 +92,13 @@ class EngineDriver:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    @property
+    def failure(self) -> str | None:
+        """Why this driver cannot serve (its loop is dead), or ``None`` while it can."""
+        if self._dead is None and self._task is not None and self._task.done():
+            self._dead = "the engine loop stopped"
+        return self._dead
+
     # requests ----------------------------------------------------------------------------------------------
     def virtual_now(self) -> float:
         return (asyncio.get_running_loop().time() - self._t0) / self.time_scale
@@ -95,6 +110,9 @@ class EngineDriver:
     def submit(self, request_id: str, prompt_token_ids: list[int], max_tokens: int) -> Stream:
         """Queue a request for the next step boundary and return the stream its tokens arrive on."""
         stream = Stream(request_id, prompt_token_ids, max_tokens, self.virtual_now())
+        if self.failure is not None:
+            stream.queue.put_nowait(RuntimeError(self.failure))
+            return stream
         self._pending.append(stream)
         self._streams[request_id] = stream
         self._wake.set()
@@ -113,26 +131,39 @@ class EngineDriver:
 
     # the loop ----------------------------------------------------------------------------------------------
     async def _run(self) -> None:
-        try:
-            while True:
+        failures_in_a_row = 0
+        while failures_in_a_row < MAX_CONSECUTIVE_FAILURES:
+            try:
                 if not self._pending and not self.engine.has_unfinished_requests():
                     await self._idle()
                 self._admit()
                 out = self.engine.step()
                 self.num_steps += 1
+                failures_in_a_row = 0
                 if out.end_s <= out.start_s and not out.new_tokens:
                     await self._idle()  # nothing could run (e.g. all waiting requests blocked): wait for news
                     continue
                 await self._sleep_until(out.end_s)
                 self._deliver(out.new_tokens, out.finished, out.end_s)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug in the engine must not hang every client
-            log.exception("engine loop failed")
-            for stream in self._streams.values():
-                stream.queue.put_nowait(exc)
-            self._streams.clear()
-            self._pending.clear()
+            except Exception as exc:  # a bug in the engine: fail what is in flight, keep serving the rest
+                log.exception("engine step failed; failing the requests in flight")
+                failures_in_a_row += 1
+                self.num_failures += 1
+                self._fail_all(exc)
+        self._dead = f"{MAX_CONSECUTIVE_FAILURES} engine steps in a row failed"
+        log.error("engine loop gave up: %s", self._dead)
+        self._fail_all(RuntimeError(self._dead))
+
+    def _fail_all(self, exc: Exception) -> None:
+        """Hand ``exc`` to every request in flight and drop them from the engine."""
+        for stream in self._streams.values():  # pending requests are in _streams too
+            stream.queue.put_nowait(exc)
+            try:
+                self.engine.release_request(stream.request_id)
+            except Exception:  # the engine is broken; the next steps will tell
+                log.exception("could not drop request %s from the engine", stream.request_id)
+        self._streams.clear()
+        self._pending.clear()
 
     async def _idle(self) -> None:
         self._wake.clear()
@@ -150,7 +181,8 @@ class EngineDriver:
                         stream.request_id, stream.prompt_token_ids, stream.max_tokens, arrival_time_s=arrival
                     )
                 )
-            except ValueError as exc:
+            except Exception as exc:  # refused (ValueError) or a bug: this request fails alone
+                self.num_failures += not isinstance(exc, ValueError)
                 self._streams.pop(stream.request_id, None)
                 stream.queue.put_nowait(exc)
         self._pending.clear()

@@ -1,8 +1,8 @@
 """Errors in OpenAI's wire shape: ``{"error": {"message", "type", "param", "code"}}``.
 
 Notebook 03 (调用 API 时的错误) shows each status a client meets and the SDK exception it becomes:
-400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 429 RateLimitError,
-500 InternalServerError.
+400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 413 APIStatusError, 429 RateLimitError,
+500 InternalServerError, 503 InternalServerError (the engine cannot serve).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ _TYPES = {
     401: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
     503: "server_error",
@@ -95,3 +96,20 @@ def rate_limited(message: str, retry_after_s: float) -> OpenAIError:
 
 def server_error(message: str) -> OpenAIError:
     return OpenAIError(500, message, code="internal_error")
+
+
+def request_too_large(limit_bytes: int) -> OpenAIError:
+    return OpenAIError(
+        413,
+        f"The request body is larger than this server accepts ({limit_bytes // 1024} KiB). Send a shorter "
+        "prompt or fewer messages (the mock's limit is create_app(max_body_bytes=...)).",
+        code="request_too_large",
+    )
+
+
+def engine_unavailable(reason: str) -> OpenAIError:
+    return OpenAIError(
+        503,
+        f"The simulated engine cannot serve requests: {reason}. Restart the mock server and report the bug.",
+        code="engine_dead",
+    )

@@ -1,15 +1,16 @@
 """Faults on request, so learners can see every failure a real endpoint produces (notebook 07, 排错).
 
-Send the header ``X-Mock-Fault: <kind>[:<value>]``:
+Send the header ``X-Mock-Fault: <kind>[:<value>]`` (checked after the API key; any other value is a 400 that
+lists these forms):
 
 ==================  =========================================================================================
 ``401``             401 ``invalid_api_key`` (openai.AuthenticationError), even when the server has no key
 ``429``             429 ``rate_limit_exceeded`` with ``Retry-After`` (openai.RateLimitError after its retries)
 ``500``             500 ``internal_error`` (openai.InternalServerError after its retries)
-``disconnect[:N]``  the server drops the connection after N content tokens (default 3): no finish chunk, no
-                    ``[DONE]``; a non-streaming request gets no response at all
-``slow-first-token[:S]``  the request reaches the engine S simulated seconds late (default 2.0): TTFT grows by
-                    S × time_scale wall seconds
+``disconnect[:N]``  the server drops the connection after N content tokens (default 3, N whole, <= 10⁶): no
+                    finish chunk, no ``[DONE]``; a non-streaming request gets no response at all
+``slow-first-token[:S]``  the request reaches the engine S simulated seconds late (default 2.0, S <= 3600):
+                    TTFT grows by S × time_scale wall seconds
 ``no-choices``      200 with a body (or a chunk) that has no ``choices`` key, as a misconfigured gateway sends
 ==================  =========================================================================================
 
@@ -46,25 +47,37 @@ class Fault:
         return self.value if self.kind == "slow-first-token" else 0.0
 
 
+MAX_DISCONNECT_TOKENS = 1_000_000  # more than any max_model_len: the stream ends first
+MAX_DELAY_S = 3600.0  # simulated seconds; at time_scale 1 an hour of waiting is already absurd
+_FORMS = (
+    f"Use one of: 401, 429, 500, disconnect[:N] (N an integer 0..{MAX_DISCONNECT_TOKENS}), "
+    f"slow-first-token[:S] (S simulated seconds, 0..{MAX_DELAY_S:g}), no-choices."
+)
+
+
+def _invalid(header: str, why: str) -> OpenAIError:
+    return bad_request(f"X-Mock-Fault {header!r}: {why}. {_FORMS}", code="invalid_fault")
+
+
 def parse_fault(header: str) -> Fault:
-    """Parse an ``X-Mock-Fault`` header value; a bad value is a 400 that lists the valid ones."""
-    kind, _, raw = header.strip().lower().partition(":")
-    if kind not in KINDS or (raw and kind not in _DEFAULT_VALUES):
-        raise bad_request(
-            f"Unknown X-Mock-Fault {header!r}. Use one of: 401, 429, 500, disconnect[:N], "
-            "slow-first-token[:S], no-choices.",
-            code="invalid_fault",
-        )
-    if not raw:
+    """Parse an ``X-Mock-Fault`` header value; a bad value is a 400 that lists the valid forms."""
+    kind, colon, raw = header.strip().lower().partition(":")
+    if kind not in KINDS:
+        raise _invalid(header, "unknown fault")
+    if not colon:
         return Fault(kind, _DEFAULT_VALUES.get(kind, 0.0))
+    if kind not in _DEFAULT_VALUES:
+        raise _invalid(header, f"{kind!r} takes no value")
+    if kind == "disconnect":
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or int(raw) > MAX_DISCONNECT_TOKENS:
+            raise _invalid(header, "N must be a whole number of tokens")
+        return Fault(kind, float(int(raw)))
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if value < 0:
-        raise bad_request(
-            f"X-Mock-Fault {header!r}: the value after ':' must be a number >= 0.", code="invalid_fault"
-        )
+        raise _invalid(header, "S must be a number of seconds") from None
+    if not 0.0 <= value <= MAX_DELAY_S:  # also refuses nan and inf
+        raise _invalid(header, "S is out of range")
     return Fault(kind, value)
 
 

@@ -29,6 +29,7 @@ import uvicorn
 from helpers.engine import EngineConfig
 from helpers.hardware import GPUSpec
 from helpers.server.app import create_app
+from helpers.server.intake import DEFAULT_MAX_BODY_BYTES
 
 READY_PREFIX = "Serving on "  # the CLI's last start-up line: "Serving on http://HOST:PORT ..."
 _named: dict[str, MockServer] = {}  # in-process servers started with a name, stopped at exit
@@ -37,9 +38,11 @@ _named: dict[str, MockServer] = {}  # in-process servers started with a name, st
 class MockServer:
     """A running mock server. ``base_url`` ends in ``/v1``, ready for ``OpenAI(base_url=...)``."""
 
-    def __init__(self, host: str, port: int, stop: Callable[[], None], startup_log: str = "") -> None:
+    def __init__(self, host: str, port: int, stop: Callable[[], None], startup_log: str = "",
+                 api_prefix: str = "/v1") -> None:
         self.host = host
         self.port = port
+        self.api_prefix = api_prefix  # "/api/v1" for the TaoToken persona
         self.startup_log = startup_log  # what a spawned server printed while starting (never the API key)
         self._stop = stop
         self._stopped = False
@@ -51,7 +54,7 @@ class MockServer:
 
     @property
     def base_url(self) -> str:
-        return f"{self.url}/v1"
+        return f"{self.url}{self.api_prefix}"
 
     def stop(self) -> None:
         """Stop the server (idempotent)."""
@@ -108,24 +111,33 @@ def start_mock_server(
     max_waiting_requests: int | None = None,
     fault_rate: float = 0.0,
     fault_seed: int = 0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "warning",
     name: str | None = None,
+    persona: str | None = None,
 ) -> MockServer:
     """Run the mock in a daemon thread of this process and return once it accepts connections.
 
-    ``name``: stop a server started earlier under the same name first; stop this one at interpreter exit."""
+    ``name``: stop a server started earlier under the same name first; stop this one at interpreter exit.
+    ``persona="taotoken"``: answer a wrong path, key or model with TaoToken's error bodies
+    (``helpers.server.persona``); ``api_key`` is then required and ``base_url`` ends in ``/api/v1``."""
     if name is not None and name in _named:
         _named.pop(name).stop()
     app = create_app(
         config,
         gpu,
-        api_key=api_key,
+        api_key=None if persona else api_key,
         time_scale=time_scale,
         served_model_names=served_model_names,
         max_waiting_requests=max_waiting_requests,
         fault_rate=fault_rate,
         fault_seed=fault_seed,
+        max_body_bytes=max_body_bytes,
     )
+    if persona is not None:
+        from helpers.server.persona import with_persona
+
+        app = with_persona(app, persona, api_key)
     sock = bind_socket(host, port)
     server = uvicorn_server(app, log_level)
     thread = threading.Thread(
@@ -144,7 +156,7 @@ def start_mock_server(
         thread.join(timeout=10)
         sock.close()
 
-    mock = MockServer(host, sock.getsockname()[1], stop)
+    mock = MockServer(host, sock.getsockname()[1], stop, api_prefix="/api/v1" if persona else "/v1")
     if name is not None:
         _named[name] = mock
     return mock

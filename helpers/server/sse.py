@@ -9,7 +9,9 @@ Notebook 04 (流式输出与 TTFT) prints these raw bytes. A stream is::
     data: {... "choices":[],"usage":{...}}                (only with stream_options.include_usage)
     data: [DONE]
 
-Each event is ``data: <json>\\n\\n``. The finish chunk carries the mock's extra ``timing`` field.
+Each event is ``data: <json>\\n\\n``. The finish chunk carries the mock's extra ``timing`` field. With
+``logprobs`` each token chunk carries its ``logprobs`` object instead of ``null``. A request that fails after
+the 200 went out ends with ``data: {"error": {...}}`` and ``data: [DONE]``, as vLLM's streams do.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def event(obj: object) -> bytes:
 class ChunkEncoder:
     """Pre-built frames of one stream (chat: ``chat.completion.chunk``, else ``text_completion``)."""
 
-    __slots__ = ("_chat", "_head", "_content", "_reasoning", "_tail")
+    __slots__ = ("_chat", "_head", "_content", "_reasoning", "_tail", "_close")
 
     def __init__(self, *, response_id: str, model: str, created: int, chat: bool) -> None:
         self._chat = chat
@@ -42,8 +44,8 @@ class ChunkEncoder:
         start += ',"choices":[{"index":0,'
         self._content = start + ('"delta":{"content":' if chat else '"text":')
         self._reasoning = start + '"delta":{"reasoning_content":'
-        close = "}" if chat else ""
-        self._tail = close + ',"logprobs":null,"finish_reason":null}]}\n\n'
+        self._close = "}" if chat else ""
+        self._tail = self._close + ',"logprobs":null,"finish_reason":null}]}\n\n'
 
     def role(self) -> bytes:
         """The role-only first chunk of a chat stream (empty for completions)."""
@@ -51,10 +53,18 @@ class ChunkEncoder:
             return b""
         return (self._content[: -len('"content":')] + '"role":"assistant","content":""' + self._tail).encode()
 
-    def token(self, piece: str, *, reasoning: bool = False) -> bytes:
-        """The chunk carrying one token of the answer (or of the reasoning)."""
+    def token(self, piece: str, *, reasoning: bool = False, logprobs: dict | None = None) -> bytes:
+        """The chunk carrying one token of the answer (or of the reasoning), with its ``logprobs`` object."""
         text = json.dumps(piece, ensure_ascii=False)
-        return ((self._reasoning if reasoning else self._content) + text + self._tail).encode("utf-8")
+        tail = self._tail
+        if logprobs is not None:
+            encoded = json.dumps(logprobs, ensure_ascii=False, separators=(",", ":"))
+            tail = f'{self._close},"logprobs":{encoded},"finish_reason":null}}]}}\n\n'
+        return ((self._reasoning if reasoning else self._content) + text + tail).encode("utf-8")
+
+    def error(self, error: dict) -> bytes:
+        """An in-stream error event (what vLLM sends when a request fails after the 200 went out)."""
+        return event(error)
 
     def finish(self, finish_reason: str, timing: dict | None = None) -> bytes:
         """The chunk with an empty delta (chat) or empty text and the finish_reason."""

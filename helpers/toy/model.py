@@ -5,19 +5,27 @@ reads are the weights' own bytes: fp32 weights use OpenBLAS, fp16 weights numpy'
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from helpers.toy.cache import KVCache
 from helpers.toy.config import ToyConfig
 from helpers.toy.weights import LayerWeights, ToyWeights
 
+if TYPE_CHECKING:
+    from helpers.toy.quant import QuantizedMatrix
 
-def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+
+def linear(x: np.ndarray, w: np.ndarray | QuantizedMatrix) -> np.ndarray:
     """``x @ w`` in the weight's dtype, result in fp32. x: (..., in), w: (in, out) -> (..., out).
 
     All tokens are flattened into the rows of ONE 2-D matmul, so the weights are read once per call
     however many tokens (a stacked 3-D matmul would re-read them for every sequence of the batch).
+    A quantized matrix (``helpers.toy.quant.QuantizedMatrix``) de-quantizes itself first.
     """
+    if not isinstance(w, np.ndarray):
+        return w.linear(x)
     rows = x.reshape(-1, x.shape[-1]).astype(w.dtype, copy=False)  # (B*T, in)
     out = (rows @ w).astype(np.float32, copy=False)  # (B*T, out)
     return out.reshape(*x.shape[:-1], w.shape[1])

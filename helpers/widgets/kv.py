@@ -14,6 +14,7 @@ from typing import Any
 
 import ipywidgets as widgets
 from IPython.display import display
+from matplotlib.figure import Figure
 
 from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache import (
@@ -156,28 +157,60 @@ def _render_estimate(est: KVEstimate) -> None:
         lines.append(f"{model.num_sliding_window_layers} of {model.num_layers} layers keep only the last "
                      f"{model.sliding_window:,} tokens (sliding window)")
     display(widgets.HTML("<br>".join(lines)))
+    display(estimate_figure(est))
+
+
+def estimate_figure(est: KVEstimate) -> Figure:
+    """The calculator's plot: KV against seq_len up to twice the chosen length, never past the context window.
+
+    The line stops at ``max_position_embeddings`` (marked by a dotted line when the range reaches it); a
+    chosen ``seq_len`` beyond it is still dotted, next to the warning in the readout.
+    """
     seq_lens = [est.seq_len * k // 32 for k in range(1, 65)]
-    display(plot_kv_vs_seq_len([model], seq_lens, batch_size=est.batch_size, dtype=est.dtype,
-                               clip_to_context=False, mark_seq_len=est.seq_len, figsize=(6, 3)))
+    return plot_kv_vs_seq_len([est.model], seq_lens, batch_size=est.batch_size, dtype=est.dtype,
+                              clip_to_context=True, mark_context=True, mark_seq_len=est.seq_len,
+                              figsize=(6, 3))
+
+
+def closest_divisor(n: int, value: int) -> int:
+    """``value`` if it divides ``n``, else the divisor of ``n`` closest to it (the smaller one on a tie)."""
+    return min(_divisors(n), key=lambda d: (abs(d - value), d))
 
 
 class KVCalculator(Panel):
-    """The calculator: a preset fills the architecture sliders; KV heads offers the divisors of the heads."""
+    """The calculator: a preset fills the architecture sliders; KV heads offers the divisors of the heads.
+
+    When a new head count no longer divides by the chosen KV heads, the KV heads move to the closest divisor
+    and ``note`` says so under the readout (37 heads, a prime, offers only 1 and 37).
+    """
+
+    note: str | None = None
 
     def load_preset(self, model: ModelSpec) -> None:
         for name in _ARCHITECTURE[1:]:
             self.controls[name].disabled = model.attention == "MLA"  # MLA caches a latent, not heads
         self.set_values(**{name: getattr(model, name) for name in _ARCHITECTURE})
 
+    def update(self) -> None:
+        super().update()
+        if self.note is not None and self.error is None:
+            with self.output:
+                display(widgets.HTML(f"<b style='color:#b45f06'>{html.escape(self.note)}</b>"))
+
     def _on_change(self, change: dict) -> None:
         if change["owner"] is self.controls["preset"]:
             self.load_preset(load_model(change["new"]))
             return
+        self.note = None
         if change["owner"] is self.controls["num_attention_heads"]:
-            kv_heads = self.controls["num_kv_heads"]
+            kv_heads, heads = self.controls["num_kv_heads"], change["new"]
             with self.hold():
-                old, kv_heads.options = kv_heads.value, _divisors(change["new"])
-                kv_heads.value = max(d for d in kv_heads.options if d <= old)
+                old, kv_heads.options = kv_heads.value, _divisors(heads)
+                kv_heads.value = closest_divisor(heads, old)
+            if kv_heads.value != old:
+                self.note = (f"{heads} attention heads cannot share {old} KV heads ({heads} is not a "
+                             f"multiple of {old}): KV heads set to {kv_heads.value}, the closest divisor "
+                             f"of {heads}")
         super()._on_change(change)
 
 

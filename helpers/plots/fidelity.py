@@ -1,0 +1,54 @@
+"""Simulator-fidelity figure (appendix notebook 11): simulated against published, on log-log axes.
+
+Pure drawing: every number comes from ``helpers.fidelity.compare_with_published``. Returns a closed
+``Figure``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from helpers.fidelity import METRICS, TARGET_MAX_RATIO, TARGET_MEDIAN_ABS_ERROR
+
+_MARKERS = dict(zip(METRICS, ("o", "s", "^", "D")))
+_COLORS = {"fit": "tab:blue", "held_out": "tab:orange"}
+
+
+def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *,
+                          figsize: tuple[float, float] | None = None) -> Figure:
+    """One panel per comparison (e.g. current defaults, calibrated): each published number against its
+    simulated value, marker by metric, colour by fit / held-out; the y = x line, the ±15 % band and the
+    2x lines; the title gives the median |error| over all rows and over the held-out ones. Units differ
+    by metric (tokens/s, ms), so read distance from the line, not position."""
+    n = len(comparisons)
+    fig, axes = plt.subplots(1, n, figsize=figsize or (5.2 * n, 5), squeeze=False)
+    values = np.concatenate([np.r_[c["published"], c["simulated"]] for c in comparisons.values()])
+    lo, hi = values.min() / 3, values.max() * 3
+    line = np.geomspace(lo, hi, 50)
+    for ax, (title, comp) in zip(axes[0], comparisons.items()):
+        ax.fill_between(line, line * (1 - TARGET_MEDIAN_ABS_ERROR), line * (1 + TARGET_MEDIAN_ABS_ERROR),
+                        color="tab:green", alpha=0.15, label="±15 %")
+        ax.plot(line, line, color="black", linewidth=1, label="y = x")
+        for factor in (TARGET_MAX_RATIO, 1 / TARGET_MAX_RATIO):
+            ax.plot(line, line * factor, color="grey", linewidth=0.8, linestyle=":")
+        for (metric, split), part in comp.groupby(["metric", "split"], sort=True):
+            ax.scatter(part["published"], part["simulated"], marker=_MARKERS[metric], color=_COLORS[split],
+                       edgecolor="black", linewidth=0.5, s=40, label=f"{metric} ({split})", zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("published (tokens/s or ms)")
+        ax.set_ylabel("simulated")
+        median = float(np.median(np.abs(comp["error"])))
+        held = comp.loc[comp["split"] == "held_out", "error"]
+        held_text = f", held out {float(np.median(np.abs(held))):.0%}" if len(held) else ""
+        ax.set_title(f"{title}\nmedian |error| {median:.0%} (all rows){held_text}", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

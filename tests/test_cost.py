@@ -1,0 +1,51 @@
+"""$/1M tokens from data/gpu_prices.csv, tokens/s/user and /GPU as vLLM's Pareto plot, the front."""
+import math
+
+import pandas as pd
+import pytest
+
+from helpers.cost import cost_row, gpu_price, load_prices, pareto_front, usd_per_million_tokens, users
+from helpers.hardware import list_gpus
+from helpers.plots.slo import plot_goodput_knee, plot_pareto
+
+
+def test_every_price_names_a_known_gpu_its_source_and_date():
+    prices = load_prices()
+    assert {p.gpu for p in prices} <= set(list_gpus())
+    for p in prices:
+        assert p.usd_per_gpu_hour > 0 and p.source.startswith("https://") and p.via
+        assert len(p.read_on) == 10 and p.read_on.startswith("2026-")
+
+
+def test_gpu_price_takes_the_first_row_or_the_providers_and_says_what_is_priced():
+    assert gpu_price("a100-80gb").provider == "Lambda"
+    assert gpu_price("a100-80gb", "AWS").usd_per_gpu_hour > gpu_price("a100-80gb").usd_per_gpu_hour
+    with pytest.raises(KeyError, match="usd_per_gpu_hour"):
+        gpu_price("rtx-4090")
+
+
+def test_dollars_per_million_tokens():
+    assert usd_per_million_tokens(3.6, 1000.0) == pytest.approx(1.0)     # 3.6 $/h over 3.6 M tokens/h
+    assert math.isinf(usd_per_million_tokens(2.0, 0.0))
+    with pytest.raises(ValueError):
+        usd_per_million_tokens(-1.0, 5.0)
+
+
+def test_cost_row_counts_users_as_vllm_does_and_uses_the_given_price():
+    closed = {"max_concurrency": 8, "output_throughput": 800.0, "total_token_throughput": 4000.0}
+    row = cost_row(closed, "a100-80gb", num_gpus=2, usd_per_gpu_hour=1.8)
+    assert row["tokens_per_s_per_user"] == 100.0 and row["tokens_per_s_per_gpu"] == 400.0
+    assert row["usd_per_1m_output_tokens"] == pytest.approx(3.6 / (3600 * 800) * 1e6)
+    assert row["usd_per_1m_total_tokens"] == pytest.approx(row["usd_per_1m_output_tokens"] / 5)
+    open_loop = {"max_concurrency": None, "request_throughput": 2.0, "mean_e2el_ms": 3000.0}
+    assert users(open_loop) == 6.0     # Little's law: 2 requests/s × 3 s in flight
+
+
+def test_pareto_front_keeps_the_undominated_points_and_the_plots_draw():
+    table = pd.DataFrame({"tokens_per_s_per_user": [10, 20, 15, 5],
+                          "tokens_per_s_per_gpu": [900, 500, 400, 950], "label": list("abcd")})
+    assert pareto_front(table).tolist() == [True, True, False, True]
+    assert plot_pareto(table).axes[0].get_xlabel().startswith("tokens/s per user")
+    knee = pd.DataFrame({"request_rate": [1, 2, 4], "request_throughput": [1, 2, 3],
+                         "request_goodput": [1, 2, 0]})
+    assert len(plot_goodput_knee(knee).axes[0].lines) == 2

@@ -1,0 +1,91 @@
+"""helpers.toy.speculative: draft-verify decoding returns exactly the target's greedy tokens (issue 15)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers.toy.config import ToyConfig
+from helpers.toy.generate import ToyModel, random_prompt
+from helpers.toy.quant import quantize_weights
+from helpers.toy.speculative import (
+    speculative_generate,
+    speculative_sweep,
+    truncated_draft,
+    with_quiet_layers,
+)
+
+CONFIG = ToyConfig(vocab_size=128, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=256,
+                   max_seq_len=256)
+
+
+@pytest.fixture(scope="module")
+def target() -> ToyModel:
+    return ToyModel(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def drafts(target: ToyModel) -> dict[str, ToyModel]:
+    return {"int4": ToyModel(CONFIG, quantize_weights(target.weights, 4, 128)),
+            "1 layer": truncated_draft(target, 1), "other seed": ToyModel(ToyConfig(**{
+                **{f: getattr(CONFIG, f) for f in CONFIG.__slots__}, "seed": 7}))}
+
+
+@pytest.mark.parametrize("k", range(1, 9))
+@pytest.mark.parametrize("draft_name", ["int4", "1 layer", "other seed"])
+def test_output_is_token_for_token_plain_greedy(target, drafts, draft_name, k):
+    prompt = random_prompt(CONFIG, 12, seed=k)
+    plain = target.generate(prompt, 40)
+    spec = speculative_generate(target, drafts[draft_name], prompt, 40, k)
+    np.testing.assert_array_equal(spec.new_ids, plain.new_ids)
+    assert spec.accepted.min() >= 0 and spec.accepted.max() <= k
+    assert spec.rounds >= 39 / (k + 1)  # a round yields at most k + 1 tokens
+    assert spec.chunk_tokens.sum() == 40
+    assert len(spec.chunk_tokens) == len(spec.chunk_times_s) == spec.rounds + 1
+    assert np.all(np.diff(spec.chunk_times_s) > 0)
+
+
+def test_a_perfect_draft_is_always_accepted_and_yields_k_plus_1_per_round(target):
+    spec = speculative_generate(target, target, random_prompt(CONFIG, 8), 1 + 5 * 4, k=4)
+    assert spec.acceptance_rate == 1.0 and spec.rounds == 4 and spec.tokens_per_round == 5.0
+
+
+def test_a_random_draft_is_mostly_rejected_but_output_unchanged(target, drafts):
+    prompt = random_prompt(CONFIG, 8)
+    spec = speculative_generate(target, drafts["other seed"], prompt, 30, k=3)
+    assert spec.acceptance_rate < 0.3
+    np.testing.assert_array_equal(spec.new_ids, target.generate(prompt, 30).new_ids)
+
+
+def test_the_int4_draft_agrees_more_often_than_an_unrelated_model(target, drafts):
+    prompt = random_prompt(CONFIG, 8)
+    rates = {name: speculative_generate(target, drafts[name], prompt, 48, k=2).acceptance_rate
+             for name in ("int4", "other seed")}
+    assert rates["int4"] > rates["other seed"] + 0.2
+
+
+def test_bad_arguments_say_what_to_do(target):
+    with pytest.raises(ValueError, match="k .* must be >= 1"):
+        speculative_generate(target, target, random_prompt(CONFIG, 4), 8, k=0)
+    with pytest.raises(ValueError, match="n_layers must be in 1..4"):
+        truncated_draft(target, 5)
+    other = ToyModel(ToyConfig(vocab_size=64, d_model=64, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=64))
+    with pytest.raises(ValueError, match="vocabulary"):
+        speculative_generate(target, other, random_prompt(CONFIG, 4), 8, k=2)
+
+
+def test_sweep_reports_acceptance_and_speed_for_each_k(target):
+    rows = speculative_sweep(target, target, random_prompt(CONFIG, 8), 17, ks=[1, 4], repeats=1)
+    assert [r.k for r in rows] == [1, 4] and all(r.acceptance_rate == 1.0 for r in rows)
+    assert rows[1].tokens_per_round > rows[0].tokens_per_round
+    assert all(r.tokens_per_s > 0 and r.speedup > 0 for r in rows)
+
+
+def test_a_truncated_draft_agrees_with_a_target_whose_late_layers_only_refine(target):
+    prompt = random_prompt(CONFIG, 8)
+    rates = {}
+    for scale in (1.0, 0.03):
+        quiet = with_quiet_layers(target, 1, scale)
+        spec = speculative_generate(quiet, truncated_draft(quiet, 1), prompt, 40, k=4)
+        np.testing.assert_array_equal(spec.new_ids, quiet.generate(prompt, 40).new_ids)
+        rates[scale] = spec.acceptance_rate
+    assert rates[0.03] > 0.6 > rates[1.0]
