@@ -122,4 +122,7 @@ _export("exercises.ex07", "check_base_url", "check_wrong_key_status", "check_fin
         "check_connection_refused")
 _export("exercises.ex08", "check_log_prompt_p99", "check_metrics_hit_rate", "check_kv_demand",
         "METRICS_SAMPLE")
+_export("exercises.ex09", "check_goodput", "check_usd_per_million_output", "check_slo_search_winner",
+        "GOODPUT_REQUESTS", "SEARCH_PROBES")
+_export("exercises.ex10", "check_awq_weight_gib", "check_expected_tokens_per_step", "check_fits_4090")
 _export("exercises", "CheckResult", "notebook_exercises")

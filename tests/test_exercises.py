@@ -112,6 +112,23 @@ def test_weights_forgotten_is_named_for_the_capacity_question() -> None:
     assert result.mistake == "weights_forgotten" and "权重" in result.message
 
 
+def test_goodput_limits_are_inclusive_and_a_one_token_request_is_good() -> None:
+    check = helpers.check_goodput  # rows 2 and 3 sit exactly on a limit; row 6 has one output token
+    assert check.judge(2.0).passed
+    assert check.judge(1.0).mistake == "strict_limit"
+    assert check.judge(1.5).mistake == "one_token_bad"
+
+
+def test_slo_winner_and_4090_fit_follow_the_helpers() -> None:
+    from helpers.exercises.ex09 import _max_rate_within_slo
+
+    assert (_max_rate_within_slo("X"), _max_rate_within_slo("Y")) == (2.0, 3.5)  # Y's 3.5 is TTFT == 1000
+    assert helpers.check_slo_search_winner.correct == "B"
+    fits = {w: helpers.plan_capacity("llama-2-13b", "rtx-4090", gpu_memory_utilization=0.92,
+                                     max_model_len=4096, weight_dtype=w).fits for w in ("fp16", "awq-int4")}
+    assert fits == {"fp16": False, "awq-int4": True} and helpers.check_fits_4090.correct == "B"
+
+
 def test_result_does_not_display_twice_in_jupyter() -> None:
     result = helpers.check_little_law.judge(4)
     assert result._ipython_display_() is None and result.passed

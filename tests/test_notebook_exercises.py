@@ -1,4 +1,4 @@
-"""Notebooks 01-08 end with their 练习 section exactly as helpers.exercises.cells generates it."""
+"""Notebooks 01-10 end with their 练习 section exactly as helpers.exercises.cells generates it."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The 练习 section at the end of notebooks 01-08, generated from the exercise modules (one source of truth).
+"""The 练习 section at the end of notebooks 01-10, generated from the exercise modules (one source of truth).
 
 ``exercise_cells(nb)`` builds the cells: a "## 练习" heading, then per exercise a Markdown prompt and a code
 cell ``answer = ...  # 在这里填写`` + ``check_…(answer)``. Every generated cell carries
@@ -47,7 +47,7 @@ def prompt_markdown(ex: Exercise) -> str:
 
 
 def exercise_cells(notebook: str) -> list[dict[str, Any]]:
-    """The 练习 cells of notebook ``"01"`` … ``"08"``."""
+    """The 练习 cells of notebook ``"01"`` … ``"10"``."""
     exercises = notebook_exercises(notebook)
     imports = ", ".join(ex.name for ex in exercises)
     cells = [_markdown(INTRO, _id(notebook, "intro"), {"exercise": "intro"}),

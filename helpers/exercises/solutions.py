@@ -82,6 +82,14 @@ def _kv_demand() -> float:
     return kv_demand_tokens(log["prompt_tokens"] + log["output_tokens"], 16)
 
 
+def _awq_weight_gib() -> float:
+    from helpers import load_model
+
+    model = load_model("llama-2-13b")
+    embed = 2 * 32000 * 5120  # embed_tokens and lm_head (not tied): vocab x hidden, each
+    return ((model.total_params - embed) * (4 + (16 + 4) / 128) / 8 + embed * 2) / 2**30
+
+
 SOLUTIONS: dict[str, Callable[[], Any]] = {
     "check_decode_weight_bytes": _decode_weight_gb,
     "check_decode_ceiling": _decode_ceiling,
@@ -109,4 +117,10 @@ SOLUTIONS: dict[str, Callable[[], Any]] = {
     "check_log_prompt_p99": _log_prompt_p99,
     "check_metrics_hit_rate": lambda: 119808 / 184320,
     "check_kv_demand": _kv_demand,
+    "check_goodput": lambda: 4 / 2.0,  # rows 1-3 and the one-token row meet ttft <= 500 and tpot <= 50 ms
+    "check_usd_per_million_output": lambda: 2 * 2.50 / (3600 * 1800) * 1e6,
+    "check_slo_search_winner": lambda: "B",  # X passes up to 2/s (TPOT 52 at 2.5), Y to 3.5/s (TTFT 1000)
+    "check_awq_weight_gib": _awq_weight_gib,
+    "check_expected_tokens_per_step": lambda: (1 - 0.8 ** (3 + 1)) / (1 - 0.8),
+    "check_fits_4090": lambda: "B",  # FP16 weights (26 GB) exceed the card; AWQ (~7 GiB) leaves a KV pool
 }
