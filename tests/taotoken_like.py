@@ -11,8 +11,8 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-GOOD_KEY = "sk-tao-good-0123456789abcdefghij"
-BROKE_KEY = "sk-tao-broke-0123456789abcdefgh"  # valid, but its quota is used up
+GOOD_KEY = "sk-test-tao-good-0123456789abcdefghij"
+BROKE_KEY = "sk-test-tao-broke-0123456789abcdefgh"  # valid, but its quota is used up
 MODELS = ("claude-sonnet-4-6", "gpt-4o-mini", "down-model")  # down-model is listed but unavailable (503)
 
 

@@ -17,7 +17,7 @@ from helpers.server.launcher import start_mock_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "vllm"
-SECRET = "sk-report-secret-0123456789abcdef"
+SECRET = "sk-fake-report-secret-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from helpers import (
 )
 from helpers.client.settings import Settings
 
-WRONG_KEY = "sk-tao-wrong-0123456789abcdefgh"
+WRONG_KEY = "sk-test-tao-wrong-0123456789abcdefgh"
 MESSAGES = [{"role": "user", "content": "你好"}]
 
 

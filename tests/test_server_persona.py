@@ -9,7 +9,7 @@ from helpers.client.diagnose import diagnose
 from helpers.server.launcher import start_mock_server
 from helpers.server.persona import with_persona
 
-KEY = "sk-persona-test-0123456789abcdef"
+KEY = "sk-test-persona-0123456789abcdef"
 HI = [{"role": "user", "content": "你好"}]
 
 
@@ -43,7 +43,7 @@ def test_the_right_settings_work_streaming_included(tao):
 def test_each_mistake_gets_taotokens_body_and_the_course_explains_it(tao, case, status, message, kind):
     base, key, model = tao.base_url, KEY, "claude-sonnet-4-6"
     if case == "wrong key":
-        key = "sk-persona-wrong-0123456789abcdef"
+        key = "sk-test-persona-wrong-0123456789abcdef"
     elif case == "base URL without /v1":
         base = tao.url + "/api"
     elif case == "the mock's own /v1":
