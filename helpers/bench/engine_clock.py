@@ -26,21 +26,17 @@ import pandas as pd
 from helpers.bench.goodput import with_goodput
 from helpers.bench.loadgen import BenchResult, arrival_times_s
 from helpers.bench.prompts import BenchPrompt
+from helpers.bench.slo import SimWorkload
 from helpers.bench.sweep import DEFAULT_CONCURRENCIES, sweep_levels
 from helpers.engine.config import EngineConfig
 from helpers.engine.simulate import SimulationResult, simulate_requests
 from helpers.hardware import GPUSpec
 from helpers.metrics import summarize
 from helpers.models import ModelSpec, load_model
-from helpers.server.tokenizer import encode_chat
 
 
 def _config(config: EngineConfig | str | Path) -> EngineConfig:
     return config if isinstance(config, EngineConfig) else EngineConfig.from_yaml(config)
-
-
-def _token_ids(prompts: Sequence[BenchPrompt]) -> tuple[list[list[int]], list[int]]:
-    return [encode_chat(p.messages) for p in prompts], [p.max_tokens for p in prompts]
 
 
 def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str | Path, gpu: GPUSpec | str, *,
@@ -55,11 +51,12 @@ def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str 
     if concurrency is None and math.isinf(request_rate) and send_at_s is None:
         raise ValueError("give a concurrency (closed loop), a finite request_rate or send_at_s (open loop), "
                          "or both")
-    ids, lens = _token_ids(prompts)
+    workload, warm = SimWorkload.from_prompts(prompts), SimWorkload.from_prompts(warmup_prompts)
     if send_at_s is None and math.isfinite(request_rate):
         send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
-    result = simulate_requests(_config(config), gpu, ids, lens, concurrency=concurrency, send_at_s=send_at_s,
-                               warmup=_token_ids(warmup_prompts),
+    result = simulate_requests(_config(config), gpu, workload.prompts, workload.output_lens,
+                               concurrency=concurrency, send_at_s=send_at_s,
+                               warmup=(warm.prompts, warm.output_lens),
                                model=load_model(model) if isinstance(model, str) else model)
     rate = request_rate if math.isfinite(request_rate) else "inf"
     result.summary["request_rate"] = "trace" if send_at_s is not None and rate == "inf" else rate
