@@ -20,7 +20,7 @@ MIB = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class GPUSpec:
-    """One accelerator: memory, bandwidth and dense FP16/BF16 tensor throughput."""
+    """One accelerator: memory, bandwidth, dense FP16/BF16 tensor throughput and its GPU-to-GPU link."""
 
     name: str
     display_name: str
@@ -31,6 +31,8 @@ class GPUSpec:
     source: str
     bf16_supported: bool = True
     notes: str = ""
+    interconnect: str = ""  # the GPU-to-GPU link of tensor parallelism (NVLink, PCIe, Infinity Fabric)
+    interconnect_bytes_per_s: float = 0.0  # its bidirectional total per GPU, as datasheets state it
 
     @property
     def fp16_flops_per_s(self) -> float:
@@ -52,6 +54,8 @@ def _gpus() -> dict[str, GPUSpec]:
             source=row["source"],
             bf16_supported=row["bf16_supported"] == "yes",
             notes=row["notes"],
+            interconnect=row["interconnect"],
+            interconnect_bytes_per_s=float(row["interconnect_gbps"]) * 1e9,
         )
         for row in rows
     }

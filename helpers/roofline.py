@@ -5,17 +5,24 @@ a decode has one. Following kipp.ly's "Transformer Inference Arithmetic" (and LL
 
 - FLOPs  = 2 · P_active · Σn  +  2 · L · H · (d_qk + d_v) · Σ n·(c_eff + n/2)     (weights + attention)
 - bytes  = weight bytes (read once per step: why batching pays)  +  KV bytes/token · Σ (c_eff + n)
-- time   = overhead + max(FLOPs ÷ (peak · MFU), bytes ÷ (bandwidth · MBU))
+- time   = overhead + max(FLOPs ÷ (peak · MFU), bytes ÷ (bandwidth · MBU)) + all-reduce time
 
 ``c_eff`` caps the context at the sliding window on the layers that use one. MoE: FLOPs use the active
 parameters; bytes read the shared weights plus the experts the step touches, assuming uniform routing
 (a layer's expert is touched unless all T tokens avoid it: fraction 1 − (1 − k/E)^T). Quantized weights
 (int8/fp8/int4) shrink the weight bytes; a checkpoint format ("awq-int4", ``kvcache.WEIGHT_FORMATS``) adds
 its scales and 16-bit embeddings; de-quantization FLOPs are ignored (fused kernels hide them in decode).
-Tensor parallelism multiplies peak FLOPs and bandwidth by the GPU count and ignores communication.
+Tensor parallelism over N GPUs multiplies peak FLOPs and bandwidth by N and adds, per step, the two
+all-reduces of every layer (attention output and MLP output; Megatron-LM, Shoeybi et al. 2019; in vLLM each
+``RowParallelLinear`` all-reduces its output, vllm/model_executor/layers/linear.py): each costs a fixed
+latency plus a ring all-reduce of the step's activations, 2(N−1)/N · tokens · hidden · 2 bytes over the GPU
+link's one-way bandwidth (half of ``data/gpus.csv``'s bidirectional ``interconnect_gbps``). Communication
+does not overlap the compute in vLLM's TP forward pass, so it adds to the step.
 
 Default efficiencies (NOTES.md, "A roofline step-time model"): MFU 0.5 (others use 0.5–0.65 for prefill),
 MBU 0.75 (others use 0.7–0.8), 2 ms per-step overhead (scheduling, sampling, launches: 0.5–4 ms).
+All-reduce latency 20 µs per call: fitted on the fidelity table's tensor-parallel rows (notebook 11,
+``benchmarks/fidelity.py``), in the range NCCL and vLLM's custom all-reduce reach for small messages.
 """
 from __future__ import annotations
 
@@ -34,21 +41,25 @@ if TYPE_CHECKING:
 DEFAULT_MFU = 0.5
 DEFAULT_MBU = 0.75
 DEFAULT_OVERHEAD_S = 0.002
+DEFAULT_ALLREDUCE_LATENCY_S = 20e-6
+ACTIVATION_BYTES = 2  # fp16/bf16 activations, whatever the weights are stored in
 
 
 @dataclass(frozen=True, slots=True)
 class StepCost:
-    """FLOPs, bytes and seconds of one step; ``time_s`` = overhead + the larger of compute and memory."""
+    """FLOPs, bytes and seconds of one step; ``time_s`` = overhead + the larger of compute and memory +
+    tensor-parallel communication."""
 
     flops: float
     memory_bytes: float
     compute_s: float
     memory_s: float
     overhead_s: float
+    comm_s: float = 0.0
 
     @property
     def time_s(self) -> float:
-        return self.overhead_s + max(self.compute_s, self.memory_s)
+        return self.overhead_s + max(self.compute_s, self.memory_s) + self.comm_s
 
     @property
     def bound(self) -> str:
@@ -71,6 +82,16 @@ class StepCostModel:
     flops_per_s: float              # peak · MFU · GPUs
     bytes_per_s: float              # bandwidth · MBU · GPUs
     overhead_s: float
+    allreduce_calls: int = 0        # all-reduces per step: 2 per layer with tensor parallelism, else 0
+    allreduce_latency_s: float = 0.0  # fixed cost of one
+    allreduce_s_per_token: float = 0.0  # ring transfer time of one token's activations in one of them
+
+    def comm_s(self, num_tokens: float | np.ndarray) -> float | np.ndarray:
+        """Seconds of a step's tensor-parallel all-reduces for ``num_tokens`` new tokens (0 without TP)."""
+        if not self.allreduce_calls:
+            return 0.0
+        return self.allreduce_calls * (self.allreduce_latency_s + self.allreduce_s_per_token
+                                       * np.asarray(num_tokens, dtype=float))
 
     def weight_bytes(self, num_tokens: float | np.ndarray) -> float | np.ndarray:
         """Weight bytes a step with ``num_tokens`` new tokens reads (MoE: only touched experts)."""
@@ -106,7 +127,8 @@ class StepCostModel:
         """The step cost from its token sums: new tokens, Σ n·(c_eff + n/2) and Σ (c_eff + n)."""
         flops = self.flops_per_token * total + self.attn_flops_per_token_ctx * attn
         memory = float(self.weight_bytes(total)) + self.kv_bytes_per_token * kv_tokens
-        return StepCost(flops, memory, flops / self.flops_per_s, memory / self.bytes_per_s, self.overhead_s)
+        return StepCost(flops, memory, flops / self.flops_per_s, memory / self.bytes_per_s, self.overhead_s,
+                        float(self.comm_s(total)))
 
     def decode_times_s(self, context: np.ndarray, num_steps: int) -> np.ndarray:
         """Seconds of ``num_steps`` consecutive decode steps of the batch whose contexts start at ``context``
@@ -123,7 +145,8 @@ class StepCostModel:
             kv_tokens = context_sum + batch * (step + 1.0)
         flops = self.flops_per_token * batch + self.attn_flops_per_token_ctx * attn
         memory = self.weight_bytes(float(batch)) + self.kv_bytes_per_token * kv_tokens
-        return self.overhead_s + np.maximum(flops / self.flops_per_s, memory / self.bytes_per_s)
+        return (self.overhead_s + np.maximum(flops / self.flops_per_s, memory / self.bytes_per_s)
+                + self.comm_s(float(batch)))
 
 
 def _resolve(model: ModelSpec | str, gpu: GPUSpec | str) -> tuple[ModelSpec, GPUSpec]:
@@ -137,13 +160,18 @@ def _resolve(model: ModelSpec | str, gpu: GPUSpec | str) -> tuple[ModelSpec, GPU
 
 def cost_model(model: ModelSpec | str, gpu: GPUSpec | str, *, weight_dtype: str = "fp16",
                kv_dtype: str = "fp16", mfu: float = DEFAULT_MFU, mbu: float = DEFAULT_MBU,
-               overhead_s: float = DEFAULT_OVERHEAD_S, tensor_parallel_size: int = 1) -> StepCostModel:
+               overhead_s: float = DEFAULT_OVERHEAD_S, tensor_parallel_size: int = 1,
+               allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> StepCostModel:
     """Coefficients of the step-time formula (module docstring) for this model, GPU and precision."""
     model, gpu = _resolve(model, gpu)
     if not (0 < mfu <= 1 and 0 < mbu <= 1):
         raise ValueError(f"mfu and mbu are efficiencies in (0, 1]; got mfu={mfu}, mbu={mbu}")
-    if overhead_s < 0 or tensor_parallel_size < 1:
-        raise ValueError("overhead_s must be >= 0 and tensor_parallel_size >= 1")
+    if overhead_s < 0 or allreduce_latency_s < 0 or tensor_parallel_size < 1:
+        raise ValueError("overhead_s and allreduce_latency_s must be >= 0 and tensor_parallel_size >= 1")
+    tp = tensor_parallel_size
+    if tp > 1 and not gpu.interconnect_bytes_per_s:
+        raise ValueError(f"{gpu.name} has no interconnect bandwidth in data/gpus.csv; tensor parallelism "
+                         "needs it")
     weight_b = weight_bytes_per_param(model, weight_dtype)
     experts, k = model.num_experts, model.num_experts_per_tok
     per_expert = (model.total_params - model.active_params) / (experts - k) if experts > k else 0.0
@@ -160,23 +188,29 @@ def cost_model(model: ModelSpec | str, gpu: GPUSpec | str, *, weight_dtype: str 
         expert_fraction_per_token=k / experts if experts else 0.0,
         sliding_window=window,
         sliding_fraction=model.num_sliding_window_layers / model.num_layers if window else 0.0,
-        flops_per_s=gpu.fp16_flops_per_s * mfu * tensor_parallel_size,
-        bytes_per_s=gpu.memory_bandwidth_bytes_per_s * mbu * tensor_parallel_size,
+        flops_per_s=gpu.fp16_flops_per_s * mfu * tp,
+        bytes_per_s=gpu.memory_bandwidth_bytes_per_s * mbu * tp,
         overhead_s=overhead_s,
+        allreduce_calls=2 * model.num_layers if tp > 1 else 0,
+        allreduce_latency_s=allreduce_latency_s,
+        allreduce_s_per_token=2 * (tp - 1) / tp * model.hidden_size * ACTIVATION_BYTES
+        / (gpu.interconnect_bytes_per_s / 2) if tp > 1 else 0.0,
     )
 
 
 def step_time(model: ModelSpec | str, gpu: GPUSpec | str, items: Iterable[tuple[int, int]], *,
               weight_dtype: str = "fp16", kv_dtype: str = "fp16", mfu: float = DEFAULT_MFU,
               mbu: float = DEFAULT_MBU, overhead_s: float = DEFAULT_OVERHEAD_S,
-              tensor_parallel_size: int = 1) -> StepCost:
+              tensor_parallel_size: int = 1,
+              allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> StepCost:
     """Cost of one engine step running ``items`` = [(new_tokens, cached_context), ...] (notebook 05 §1).
 
     >>> step_time(llama13b, a100, [(1024, 0)] + [(1, 1500)] * 31)   # one prefill + 31 decodes
     """
     pairs = np.asarray(list(items), dtype=float).reshape(-1, 2)
     cm = cost_model(model, gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mfu=mfu, mbu=mbu,
-                    overhead_s=overhead_s, tensor_parallel_size=tensor_parallel_size)
+                    overhead_s=overhead_s, tensor_parallel_size=tensor_parallel_size,
+                    allreduce_latency_s=allreduce_latency_s)
     return cm.cost(pairs[:, 0], pairs[:, 1])
 
 

@@ -1,6 +1,7 @@
 """The simulator fidelity table (data/fidelity/, helpers.fidelity) stays in sync with data/ and the engine."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from helpers.fidelity import (
     fit_rows,
     load_published,
     per_gpu_efficiency,
+    sharegpt_like_lengths,
 )
 
 README = PUBLISHED_CSV.parent / "README.md"
@@ -76,9 +78,9 @@ def test_every_row_is_simulated_deterministically(published: pd.DataFrame, compa
 
 def test_caveats_name_what_the_simulator_leaves_out(comparison: pd.DataFrame) -> None:
     tp = comparison["tensor_parallel_size"] > 1
-    assert comparison.loc[tp, "caveat"].str.contains("no all-reduce").all()
-    assert comparison.loc[comparison["dataset"] == "sharegpt", "caveat"].str.contains("mean lengths").all()
-    assert comparison.loc[comparison["benchmark"] == "serve", "caveat"].str.contains("API-server").all()
+    assert comparison.loc[tp, "caveat"].str.contains("all-reduces priced").all()
+    assert comparison.loc[comparison["dataset"] == "sharegpt", "caveat"].str.contains("geometric").all()
+    assert comparison.loc[comparison["benchmark"] == "serve", "caveat"].str.contains("API server").all()
 
 
 def test_the_split_alternates_setups_and_calibration_sees_only_the_fit_half(published: pd.DataFrame) -> None:
@@ -108,15 +110,54 @@ def test_error_summary_reads_both_directions_as_a_ratio() -> None:
 def test_per_gpu_calibration_fits_each_gpu_on_its_own_rows(published: pd.DataFrame) -> None:
     rows = published[published["benchmark"] == "latency"].head(1)
     rows = pd.concat([rows, published[published["setup"] == "gs-a100-qwen3-14b-128"]])
-    _, grid = calibrate_efficiency(rows, mfu=(0.4,), mbu=(0.6, 0.9), overhead_s=(0.002, 0.003))
-    fitted = per_gpu_efficiency(grid, overhead_s=0.003)
+    grid_of = dict(mfu=(0.4, 0.6), mbu=(0.6, 0.9), overhead_s=(0.002, 0.003),
+                   api_server_s_per_request=(0.0, 0.02))
+    _, grid = calibrate_efficiency(rows, **grid_of)
+    fitted = per_gpu_efficiency(grid)
     assert set(fitted) == set(rows["gpu"])
-    for gpu, eff in fitted.items():
+    shared = {(e.overhead_s, e.allreduce_latency_s, e.api_server_s_per_request) for e in fitted.values()}
+    assert len(shared) == 1  # the engine's knobs are common to all GPUs
+    overhead, _, api = shared.pop()
+    for gpu, eff in fitted.items():  # at the shared knobs, each GPU has its own best MFU and MBU
         own = rows[rows["gpu"] == gpu]
-        assert eff == calibrate_efficiency(own, mfu=(0.4,), mbu=(0.6, 0.9), overhead_s=(0.003,))[0]
+        alone = calibrate_efficiency(own, **{**grid_of, "overhead_s": (overhead,),
+                                             "api_server_s_per_request": (api,)})[0]
+        assert (eff.mfu, eff.mbu) == (alone.mfu, alone.mbu)
     mixed = compare_with_published(rows, fitted)["simulated"].tolist()
     alone = [compare_with_published(rows[rows["gpu"] == g], fitted[g])["simulated"].iloc[0]
              for g in rows["gpu"]]
     assert mixed == alone  # each row ran with its own GPU's efficiencies
-    with pytest.raises(ValueError, match="not a point of the grid"):
-        per_gpu_efficiency(grid, overhead_s=0.01)
+    other = compare_with_published(published[published["gpu"] == "a100-40gb"], fitted)
+    expected = dataclasses.replace(next(iter(fitted.values())), mfu=Efficiency().mfu, mbu=Efficiency().mbu)
+    assert other["simulated"].tolist() == compare_with_published(
+        published[published["gpu"] == "a100-40gb"], expected)["simulated"].tolist()
+
+
+def test_calibration_simulates_a_setup_once_per_knobs_that_affect_it(published: pd.DataFrame) -> None:
+    rows = published[published["setup"] == "ci-h200-llama8b-tp1"]  # latency, TP 1: API and TP knobs inert
+    _, grid = calibrate_efficiency(rows, mfu=(0.5,), mbu=(0.75,), overhead_s=(0.002,),
+                                   allreduce_latency_s=(1e-5, 3e-5), api_server_s_per_request=(0.0, 0.05))
+    assert len(grid) == 4 and grid["fit_loss"].nunique() == 1
+
+
+def test_the_api_server_and_tensor_parallel_knobs_move_the_rows_they_should(published: pd.DataFrame) -> None:
+    serve = published[published["setup"] == "gs-h100-qwen3-14b-128"]  # 1000 tiny requests at once
+    idle, busy = (compare_with_published(serve, Efficiency(api_server_s_per_request=a))["simulated"].iloc[0]
+                  for a in (0.0, 0.03))
+    assert busy < idle and busy == pytest.approx(4 * 1000 / (1000 * 0.03), rel=0.1)  # the API server's pace
+    tp4 = published[published["setup"] == "ci-h200-llama70b-tp4"]
+    fast, slow = (compare_with_published(tp4, Efficiency(allreduce_latency_s=a))["simulated"].iloc[0]
+                  for a in (0.0, 4e-5))
+    assert slow > fast  # e2e latency grows with the all-reduce cost
+
+
+def test_sharegpt_like_lengths_have_the_means_and_vllms_filter() -> None:
+    ins, outs = sharegpt_like_lengths(1000, 217, 202)
+    assert len(ins) == len(outs) == 1000
+    assert ins.mean() == pytest.approx(217, rel=0.01) and outs.mean() == pytest.approx(202, rel=0.01)
+    assert ins.min() >= 4 and outs.min() >= 4 and ins.max() <= 1024 and (ins + outs).max() <= 2048
+    assert outs.max() > 4 * outs.mean()  # a long tail, unlike the mean-length runs
+    again = sharegpt_like_lengths(1000, 217, 202)
+    assert (again[0] == ins).all() and (again[1] == outs).all()
+    with pytest.raises(ValueError, match="ShareGPT-like"):
+        sharegpt_like_lengths(10, 2000, 100)

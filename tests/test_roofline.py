@@ -1,6 +1,7 @@
 """helpers.roofline: step costs and physical limits."""
 import math
 
+import numpy as np
 import pytest
 
 from helpers.hardware import load_gpu
@@ -84,3 +85,27 @@ def test_bad_efficiency_is_an_error():
     with pytest.raises(ValueError, match="mfu"):
         step_time(L13, A100, [(1, 0)], mfu=0)
     assert math.isfinite(step_time(L13, A100, [(1, 0)], mbu=1.0).time_s)
+
+
+def test_tensor_parallelism_adds_two_all_reduces_per_layer():
+    l70 = load_model("llama-3.1-70b")
+    decode = [(1, 1000)] * 8
+    one = step_time(l70, "h200", decode, tensor_parallel_size=1)
+    assert one.comm_s == 0.0
+    tp4 = step_time(l70, "h200", decode, tensor_parallel_size=4, allreduce_latency_s=20e-6)
+    latency_only = 2 * l70.num_layers * 20e-6
+    assert latency_only < tp4.comm_s < 1.05 * latency_only  # 8 tokens of activations: latency-bound
+    assert tp4.time_s == pytest.approx(tp4.overhead_s + max(tp4.compute_s, tp4.memory_s) + tp4.comm_s)
+    prefill = step_time(l70, "h200", [(8192, 0)], tensor_parallel_size=4, allreduce_latency_s=0.0)
+    ring = 2 * 3 / 4 * 8192 * l70.hidden_size * 2 / (900e9 / 2)  # 2(N-1)/N of the activations, one way
+    assert prefill.comm_s == pytest.approx(2 * l70.num_layers * ring)
+    pcie = step_time(l70, "rtx-4090", [(8192, 0)], tensor_parallel_size=4, allreduce_latency_s=0.0,
+                     weight_dtype="int4")
+    assert pcie.comm_s == pytest.approx(prefill.comm_s * 900 / 64)  # PCIe 4.0: 64 GB/s, not NVLink's 900
+
+
+def test_decode_times_include_the_all_reduces_like_cost():
+    cm = cost_model("llama-3.1-70b", "h200", tensor_parallel_size=2)
+    times = cm.decode_times_s(np.array([100.0, 200.0]), 3)
+    singles = [cm.cost(np.ones(2), np.array([100.0 + j, 200.0 + j])).time_s for j in range(3)]
+    np.testing.assert_allclose(times, singles, rtol=1e-12)

@@ -123,3 +123,19 @@ def test_the_garbage_collector_is_restored_after_a_run(enabled):
         assert gc.isenabled() is enabled
     finally:
         gc.enable() if was else gc.disable()
+
+
+def test_the_api_server_takes_requests_one_at_a_time_before_the_engine():
+    config = EngineConfig(model="llama-2-7b")
+    burst = dict(num_prompts=50, input_len=16, output_len=2)
+    alone = simulate(config, "h100-sxm", **burst)
+    fronted = simulate(config, "h100-sxm", api_server_s_per_request=0.01, **burst)
+    assert alone.summary["duration"] < 0.5  # the engine alone clears the burst quickly
+    assert fronted.summary["duration"] >= 50 * 0.01  # ...the API server admits 100 per second
+    # request i reaches the engine (i + 1) x 10 ms after it was sent: TTFT grows along the burst
+    ttft = fronted.requests.sort_values("arrival_s")["ttft_s"].to_numpy()
+    assert (ttft[1:] > ttft[:-1] - 1e-9).sum() >= 45 and ttft[0] >= 0.01 and ttft[-1] >= 0.5
+    again = simulate(config, "h100-sxm", api_server_s_per_request=0.0, **burst)
+    assert again.summary == alone.summary
+    with pytest.raises(ValueError, match="api_server_s_per_request"):
+        simulate(config, "h100-sxm", api_server_s_per_request=-1, **burst)

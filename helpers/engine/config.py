@@ -53,8 +53,9 @@ class EngineConfig:
 
     ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
     an alias); "static" is the traditional static-batching baseline vLLM does not have.
-    ``tensor_parallel_size`` is simulated roughly: capacity from ``plan_capacity`` and N× FLOPs and
-    bandwidth, no communication cost. ``not_simulated`` lists accepted vLLM options that change nothing here.
+    ``tensor_parallel_size`` is simulated as ``plan_capacity`` splits memory and ``helpers.roofline`` prices
+    it: N× FLOPs and bandwidth plus two all-reduces per layer. ``not_simulated`` lists accepted vLLM
+    options that change nothing here.
     """
 
     model: str = "llama-2-13b"

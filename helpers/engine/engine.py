@@ -21,7 +21,13 @@ from helpers.engine.static_batching import StaticScheduler
 from helpers.hardware import GPUSpec, load_gpu
 from helpers.kvcache import plan_capacity
 from helpers.models import ModelSpec, load_model
-from helpers.roofline import DEFAULT_MBU, DEFAULT_MFU, DEFAULT_OVERHEAD_S, cost_model
+from helpers.roofline import (
+    DEFAULT_ALLREDUCE_LATENCY_S,
+    DEFAULT_MBU,
+    DEFAULT_MFU,
+    DEFAULT_OVERHEAD_S,
+    cost_model,
+)
 
 logger = logging.getLogger("helpers.engine")
 
@@ -58,11 +64,13 @@ class EngineStats:
 
 
 class LLMEngine:
-    """A vLLM-style engine on a virtual clock. ``mfu``/``mbu``/``overhead_s`` tune the roofline."""
+    """A vLLM-style engine on a virtual clock. ``mfu``/``mbu``/``overhead_s``/``allreduce_latency_s`` tune
+    the roofline (``helpers.roofline``)."""
 
     def __init__(self, config: EngineConfig, gpu: GPUSpec | str, *, model: ModelSpec | None = None,
                  mfu: float = DEFAULT_MFU, mbu: float = DEFAULT_MBU,
-                 overhead_s: float = DEFAULT_OVERHEAD_S) -> None:
+                 overhead_s: float = DEFAULT_OVERHEAD_S,
+                 allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> None:
         self.config = config
         self.gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
         self.model = model or load_model(config.model)
@@ -83,7 +91,8 @@ class LLMEngine:
         self.num_gpu_blocks = config.num_gpu_blocks_override or self.capacity.num_blocks
         self.cost_model = cost_model(self.model, self.gpu, weight_dtype=config.weight_dtype,
                                      kv_dtype=self.capacity.kv_dtype, mfu=mfu, mbu=mbu, overhead_s=overhead_s,
-                                     tensor_parallel_size=config.tensor_parallel_size)
+                                     tensor_parallel_size=config.tensor_parallel_size,
+                                     allreduce_latency_s=allreduce_latency_s)
         self.kv = KVCacheManager(self.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
         scheduler_cls = StaticScheduler if config.scheduling_policy == "static" else Scheduler
         self.scheduler = scheduler_cls(config, self.kv)

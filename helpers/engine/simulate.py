@@ -5,7 +5,11 @@ sends its next request the moment the previous one finishes); ``request_rate`` s
 (capped at ``concurrency`` in flight if both are given; a request's clock starts when it is sent, as in
 vLLM, so client-side queueing is not in its TTFT); neither sends everything at t = 0. Never reads wall time;
 the same arguments give the same results. ``simulate_requests`` runs given prompts (token ids) the same way,
-after optional warm-up requests. Decode stretches run in bulk (exactly, see
+after optional warm-up requests. ``api_server_s_per_request`` > 0 puts vLLM's API server in front of the
+engine: one process that takes each sent request for that long (HTTP, chat template, tokenizer, hand-over to
+the engine core), one at a time in send order, while the engine runs; a burst of short requests then waits
+for the API server, not the GPU (vLLM v0.19.0's ``--api-server-count`` runs several to scale this out). The
+default 0 is the engine alone. Decode stretches run in bulk (exactly, see
 ``LLMEngine._run_decode_steps``); ``bulk=False`` steps one at a time (for checking).
 """
 from __future__ import annotations
@@ -54,15 +58,22 @@ class SimulationResult:
 def simulate(config: EngineConfig, gpu: GPUSpec | str, *, num_prompts: int, input_len: int, output_len: int,
              concurrency: int | None = None, request_rate: float | None = None, shared_prefix_len: int = 0,
              range_ratio: float = 0.0, seed: int = 0, model: ModelSpec | None = None, bulk: bool = True,
-             **engine_kwargs: Any) -> SimulationResult:
+             api_server_s_per_request: float = 0.0, **engine_kwargs: Any) -> SimulationResult:
     """Simulate ``num_prompts`` requests of ``input_len`` → ``output_len`` tokens (module docstring)."""
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if request_rate is not None and not request_rate > 0:
         raise ValueError(f"request_rate must be > 0 requests/s (or None for no pacing), got {request_rate}")
+    _check_api_server(api_server_s_per_request)
     with _gc_paused():
         return _simulate(config, gpu, num_prompts, input_len, output_len, concurrency, request_rate,
-                         shared_prefix_len, range_ratio, seed, model, bulk, engine_kwargs)
+                         shared_prefix_len, range_ratio, seed, model, bulk, api_server_s_per_request,
+                         engine_kwargs)
+
+
+def _check_api_server(seconds: float) -> None:
+    if not seconds >= 0:
+        raise ValueError(f"api_server_s_per_request must be >= 0 seconds, got {seconds}")
 
 
 @contextlib.contextmanager
@@ -84,7 +95,7 @@ def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequenc
                       send_at_s: Sequence[float] | None = None,
                       warmup: tuple[Sequence[Sequence[int]], Sequence[int]] = ((), ()),
                       model: ModelSpec | None = None, bulk: bool = True,
-                      **engine_kwargs: Any) -> SimulationResult:
+                      api_server_s_per_request: float = 0.0, **engine_kwargs: Any) -> SimulationResult:
     """Given prompts (token ids) and output lengths, sent as ``simulate`` sends its own: closed loop with
     ``concurrency`` alone, at ``send_at_s`` (seconds after the start) otherwise; all at once by default.
 
@@ -101,6 +112,7 @@ def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequenc
     scheduled_s = np.zeros(len(prompts)) if send_at_s is None else np.asarray(send_at_s, dtype=float)
     if scheduled_s.shape != (len(prompts),) or (scheduled_s < 0).any():
         raise ValueError("send_at_s must give one time >= 0 per prompt")
+    _check_api_server(api_server_s_per_request)
     warm_prompts, warm_lens = warmup
     with _gc_paused():
         engine = LLMEngine(config, gpu, model=model, **engine_kwargs)
@@ -109,14 +121,15 @@ def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequenc
             _run(engine, _hashed_prompts([list(map(np.asarray, warm_prompts))], block_size),
                  np.asarray(warm_lens), np.zeros(len(warm_prompts)), None, bulk, id_prefix="warmup-")
         rows = _run(engine, _hashed_prompts([list(map(np.asarray, prompts))], block_size),
-                    np.asarray(output_lens), scheduled_s, concurrency, bulk)
+                    np.asarray(output_lens), scheduled_s, concurrency, bulk,
+                    api_server_s=api_server_s_per_request)
         return _result(engine, rows, len(prompts), concurrency, None if send_at_s is None else "given")
 
 
 def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_len: int, output_len: int,
               concurrency: int | None, request_rate: float | None, shared_prefix_len: int, range_ratio: float,
-              seed: int, model: ModelSpec | None, bulk: bool, engine_kwargs: dict[str, Any]
-              ) -> SimulationResult:
+              seed: int, model: ModelSpec | None, bulk: bool, api_server_s: float,
+              engine_kwargs: dict[str, Any]) -> SimulationResult:
     engine = LLMEngine(config, gpu, model=model, **engine_kwargs)
     workload = Workload(num_prompts, input_len, output_len, shared_prefix_len, range_ratio, seed,
                         engine.model.vocab_size)
@@ -126,27 +139,43 @@ def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_
         scheduled_s = np.zeros(num_prompts)
     else:
         scheduled_s = np.cumsum(np.random.default_rng([seed, 3]).exponential(1.0 / request_rate, num_prompts))
-    rows = _run(engine, prompts, output_lens, scheduled_s, concurrency, bulk)
+    rows = _run(engine, prompts, output_lens, scheduled_s, concurrency, bulk, api_server_s=api_server_s)
     return _result(engine, rows, num_prompts, concurrency, request_rate)
 
 
 def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], output_lens: np.ndarray,
-         scheduled_s: np.ndarray, concurrency: int | None, bulk: bool, id_prefix: str = "") -> list[tuple]:
+         scheduled_s: np.ndarray, concurrency: int | None, bulk: bool, id_prefix: str = "",
+         api_server_s: float = 0.0) -> list[tuple]:
     """Send the prompts (request ids ``id_prefix + index``, times counted from the engine's now) and step
-    the engine until every one has finished; one time-series row per step or bulk decode stretch."""
+    the engine until every one has finished; one time-series row per step or bulk decode stretch. A sent
+    request reaches the engine once the API server (``api_server_s`` each, one at a time) has taken it."""
     num_prompts = len(output_lens)
     t0 = engine.now_s
     limit = concurrency or num_prompts
-    pending = [(t0 + float(scheduled_s[i]), i) for i in range(min(limit, num_prompts))]
+    sent_s = np.empty(num_prompts)
+    api_free_s = t0
+
+    def send(t: float, i: int) -> tuple[float, int]:
+        """(when request ``i``, sent at ``t``, reaches the engine, i)."""
+        nonlocal api_free_s
+        sent_s[i] = t
+        if not api_server_s:
+            return t, i
+        api_free_s = max(t, api_free_s) + api_server_s
+        return api_free_s, i
+
+    first = sorted(range(min(limit, num_prompts)), key=lambda i: float(scheduled_s[i]))
+    pending = [send(t0 + float(scheduled_s[i]), i) for i in first]
+    heapq.heapify(pending)
     next_index = len(pending)
     rows: list[tuple] = []
     sched = engine.scheduler
     while True:
         while pending and pending[0][0] <= engine.now_s:
-            t, i = heapq.heappop(pending)
+            _, i = heapq.heappop(pending)
             prompt, hashes = next(prompts)
-            engine.add_request(Request(id_prefix + str(i), prompt, int(output_lens[i]), arrival_time_s=t),
-                               block_hashes=hashes)
+            engine.add_request(Request(id_prefix + str(i), prompt, int(output_lens[i]),
+                                       arrival_time_s=float(sent_s[i])), block_hashes=hashes)
         if not engine.has_unfinished_requests():
             if not pending:
                 break
@@ -159,7 +188,8 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
             steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
         for _ in finished:  # each finish frees a client (closed loop) or a concurrency slot
             if next_index < num_prompts:
-                heapq.heappush(pending, (max(engine.now_s, t0 + float(scheduled_s[next_index])), next_index))
+                heapq.heappush(pending, send(max(engine.now_s, t0 + float(scheduled_s[next_index])),
+                                             next_index))
                 next_index += 1
         kv = engine.kv
         rows.append((engine.now_s, steps, tokens, batch, len(sched.running), len(sched.waiting),
