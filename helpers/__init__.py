@@ -79,6 +79,8 @@ _export("bench.slo", "SLO", "SLOSearch", "SimWorkload", "search_slo", "simulated
 _export("cost", "GPUPrice", "load_prices", "gpu_price", "usd_per_million_tokens", "cost_row", "pareto_front")
 _export("plots.slo", "plot_goodput_knee", "plot_pareto")
 _export("bench.arrivals", "ramp_up_arrivals", "load_trace", "trace_workload", "chat_sessions")
+_export("bench.sessions", "ChatSession", "chat_scripts", "run_sessions", "arun_sessions", "turn_table",
+        "replay_sessions")
 _export("bench.report", "report_html", "write_report")
 _export("plots.runs", "plot_latency_distributions", "plot_request_timeline")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",

@@ -3,7 +3,8 @@
 ``prompts`` (synthetic prompts of exact length, shared prefixes, request logs), ``request`` (one measured
 request → ``RequestResult``), ``loadgen`` (closed loop or request rate on one shared client), ``records``
 (per-request records, incremental JSONL, vLLM's summary), ``sweep`` (one run per concurrency level),
-``engine_clock`` (the same load on the engine's own clock: a replay on the virtual clock, the mock's timing).
+``engine_clock`` (the same load on the engine's own clock: a replay on the virtual clock, the mock's timing),
+``sessions`` (multi-turn chats whose turns send back the server's replies).
 """
 
 from helpers.bench.engine_clock import engine_clock_summary, replay_benchmark, replay_sweep

@@ -29,7 +29,7 @@ import contextlib
 import gc
 import math
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -150,6 +150,40 @@ def _progress_bar(total: int, progress: bool | None, description: str) -> Any:
     )
 
 
+def connection(model: str | None, base_url: str | None,
+               settings: Settings | None) -> tuple[Settings | None, str]:
+    """The settings (``get_backend()`` when neither ``base_url`` nor ``settings`` is given) and the model."""
+    if base_url is None and settings is None:
+        from helpers.client.backend import get_backend  # may start the mock for a notebook
+
+        settings = get_backend()
+    model = model or (settings.model if settings is not None else None)
+    if not model:
+        raise ValueError("which model? pass model=... (the server's model ID, see GET /v1/models)")
+    return settings, model
+
+
+@contextlib.contextmanager
+def recording(results: list[RequestResult], *, save_jsonl: str | Path | None,
+              labels: Mapping[str, Any] | None, total: int, progress: bool | None,
+              description: str) -> Iterator[Callable[..., None]]:
+    """During a run: the heap frozen (module doc), a progress bar, and ``on_done(result, **extra)``, which
+    appends the record to ``results`` and its line (``labels``, ``extra``, the record) to ``save_jsonl``."""
+    bar = _progress_bar(total, progress, description)
+    with contextlib.ExitStack() as stack:
+        stack.callback(bar.close)
+        stack.enter_context(_frozen_heap())
+        file = stack.enter_context(open(save_jsonl, "a", encoding="utf-8")) if save_jsonl else None
+
+        def on_done(result: RequestResult, **extra: Any) -> None:
+            results.append(result)
+            if file is not None:
+                append_jsonl(file, {**(labels or {}), **extra, **result.to_dict()})
+            bar.update()
+
+        yield on_done
+
+
 async def arun_benchmark(
     prompts: Sequence[BenchPrompt],
     *,
@@ -193,13 +227,7 @@ async def arun_benchmark(
         send_at_s = np.asarray(send_at_s, dtype=float)
         if send_at_s.shape != (len(prompts),) or not (send_at_s >= 0).all():
             raise ValueError(f"send_at_s needs one time >= 0 per prompt ({len(prompts)} prompts)")
-    if base_url is None and settings is None:
-        from helpers.client.backend import get_backend  # may start the mock for a notebook
-
-        settings = get_backend()
-    model = model or (settings.model if settings is not None else None)
-    if not model:
-        raise ValueError("which model? pass model=... (the server's model ID, see GET /v1/models)")
+    settings, model = connection(model, base_url, settings)
     if not given_times:
         send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
     pool = concurrency or len(prompts)
@@ -219,18 +247,8 @@ async def arun_benchmark(
                 on_done=warm.append,
                 deadline_s=deadline_s,
             )
-        bar = _progress_bar(len(prompts), progress, f"concurrency {concurrency or 'inf'}")
-        with contextlib.ExitStack() as stack:
-            stack.callback(bar.close)
-            stack.enter_context(_frozen_heap())
-            file = stack.enter_context(open(save_jsonl, "a", encoding="utf-8")) if save_jsonl else None
-
-            def on_done(result: RequestResult) -> None:
-                results.append(result)
-                if file is not None:
-                    append_jsonl(file, {**(labels or {}), **result.to_dict()})
-                bar.update()
-
+        with recording(results, save_jsonl=save_jsonl, labels=labels, total=len(prompts), progress=progress,
+                       description=f"concurrency {concurrency or 'inf'}") as on_done:
             duration_s = await _send_all(
                 client,
                 model,

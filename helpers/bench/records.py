@@ -35,7 +35,8 @@ class RequestResult:
     TTFT, which starts when the request is sent. ``server_timing`` is the mock's ``timing`` field (None
     elsewhere); ``cached_tokens`` is ``usage.prompt_tokens_details.cached_tokens`` when the server sends it.
     ``sent_monotonic_s`` is ``time.perf_counter()`` when the request was sent (comparable with the mock's
-    ``timing["received_monotonic_s"]`` on the same Linux machine).
+    ``timing["received_monotonic_s"]`` on the same Linux machine). ``text`` is the reply's content, kept
+    only when asked (a chat session sends it back in the next turn, ``helpers.bench.sessions``).
     """
 
     index: int
@@ -56,6 +57,7 @@ class RequestResult:
     error: str | None = None
     server_timing: Mapping[str, Any] | None = None
     sent_monotonic_s: float | None = None
+    text: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)

@@ -29,11 +29,13 @@ async def measure_request(
     queue_wait_s: float,
     ignore_eos: bool = True,
     deadline_s: float | None = None,
+    keep_text: bool = False,
 ) -> RequestResult:
     """Send ``prompt`` as a streamed chat request and record it; never raises except on cancellation.
 
     ``start_s`` (from the start of the run) and ``queue_wait_s`` are the caller's figures at the call;
-    ``deadline_s`` bounds the whole request (default: ``helpers.client.stream.default_deadline_s``).
+    ``deadline_s`` bounds the whole request (default: ``helpers.client.stream.default_deadline_s``);
+    ``keep_text`` keeps the reply's content in the record.
     """
     extra: dict[str, Any] = {}
     if ignore_eos:
@@ -79,5 +81,6 @@ async def measure_request(
         finish_reason=metrics.finish_reason,
         server_timing=metrics.server_timing,
         sent_monotonic_s=metrics.sent_monotonic_s,
+        text=metrics.text if keep_text else None,
         **base,
     )

@@ -145,6 +145,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO limits (ms), vLLM's syntax: "
                         "ttft:1000 tpot:50 e2el:20000; adds request_goodput (helpers.bench.goodput)")
+    chats = parser.add_argument_group(
+        "multi-turn sessions", "--sessions N runs N chats instead of the concurrency levels: each turn "
+        "sends the history with the server's own replies; --input-len is each user message, --shared-prefix "
+        "the system prompt, --output-len each reply (helpers.bench.sessions)")
+    chats.add_argument("--sessions", type=POSITIVE_INT, metavar="N", help="number of chat sessions")
+    chats.add_argument("--turns", type=POSITIVE_INT, default=5, help="user messages per session (default 5)")
+    chats.add_argument("--think-time", type=at_least(float, 0), default=1.0, metavar="S",
+                       help="seconds between a reply and the next message (default 1)")
+    chats.add_argument("--session-rate", type=POSITIVE, default=1.0, metavar="R",
+                       help="sessions started per second, Poisson (default 1)")
 
 
 def _fail(message: str) -> int:
@@ -303,6 +313,10 @@ def run(args: argparse.Namespace) -> int:
         return _fail(problem)
     scaled = time_scale is not None and time_scale != 1
     requests_path = out.with_suffix(".requests.jsonl")
+    if args.sessions:
+        from helpers.cli.bench_sessions import run_sessions_command
+
+        return run_sessions_command(args, base_url, api_key, time_scale, slo_ms)
     rows: list[dict[str, Any]] = []
     results: dict[str, BenchResult] = {}
     levels = len(args.concurrency)
