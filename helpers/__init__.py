@@ -63,7 +63,7 @@ _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_
         "prefill_time_floor_s", "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
 _export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
-_export("engine.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
+_export("batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")
 _export("fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
         "fidelity_split", "fit_rows", "error_table", "error_summary", "per_gpu_efficiency")

@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from helpers.batch_defaults import vllm_batch_defaults
 from helpers.hardware import GPUSpec, list_gpus, load_gpu
 from helpers.kvcache import (
     cached_layer_tokens,
@@ -133,12 +134,15 @@ def plan_capacity(
     kv_dtype: str = "fp16",
     block_size: int = 16,
     tensor_parallel_size: int = 1,
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
     activation_bytes: int | None = None,
     non_torch_bytes: int = NON_TORCH_BYTES,
 ) -> CapacityPlan:
-    """vLLM's KV-cache budget for ``model`` on ``gpu``; ``kv_dtype="auto"`` follows 16/32-bit weights."""
+    """vLLM's KV-cache budget for ``model`` on ``gpu``; ``kv_dtype="auto"`` follows 16/32-bit weights.
+    ``max_num_batched_tokens`` / ``max_num_seqs`` left as None are vLLM v0.19.0's ``vllm serve`` defaults
+    for this GPU and ``max_model_len`` (``vllm_batch_defaults``: 2048 / 256 on an A100 or a GPU under
+    70 GiB, 8192 / 1024 on larger ones), the sizes vLLM's profiling run uses."""
     model = load_model(model) if isinstance(model, str) else model
     gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
     if not 0 < gpu_memory_utilization <= 1:
@@ -155,6 +159,10 @@ def plan_capacity(
             f"max_model_len {max_model_len} must be within 1..{model.max_position_embeddings} "
             f"({model.name}'s max_position_embeddings), as vLLM requires"
         )
+    if max_num_batched_tokens is None or max_num_seqs is None:
+        limits = vllm_batch_defaults(gpu, "openai", max_model_len,
+                                     max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+        max_num_batched_tokens, max_num_seqs = limits.max_num_batched_tokens, limits.max_num_seqs
     tp = tensor_parallel_size
     weights = math.ceil(weights_bytes(model, weight_dtype) / tp)
     if activation_bytes is None:

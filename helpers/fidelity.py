@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from helpers.engine.batch_defaults import vllm_batch_defaults
+from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.config import EngineConfig
 from helpers.engine.simulate import simulate, simulate_requests
 from helpers.hardware import load_gpu

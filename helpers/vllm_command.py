@@ -96,6 +96,7 @@ def api_server_command(config_path: str | Path, *, host: str = "0.0.0.0", port: 
 
 def plan_for(config: EngineConfig, gpu: GPUSpec | str) -> CapacityPlan:
     """``plan_capacity`` with the config's options (what vLLM would log at start-up)."""
+    config = config.for_gpu(gpu)
     return plan_capacity(
         config.model,
         gpu,
@@ -112,6 +113,7 @@ def plan_for(config: EngineConfig, gpu: GPUSpec | str) -> CapacityPlan:
 
 def fit_warnings(config: EngineConfig, plan: CapacityPlan) -> list[str]:
     """Why this config cannot work, or cannot work at full load, on ``plan.gpu`` (in Chinese)."""
+    config = config.for_gpu(plan.gpu, plan.max_model_len)
     where = f"{plan.model.name} 在 {plan.gpu.name} 上"
     if not plan.fits:
         return [f"{where}无法启动：{plan.reason}。"]

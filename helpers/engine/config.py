@@ -18,6 +18,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from helpers.batch_defaults import vllm_batch_defaults
+from helpers.hardware import GPUSpec
+
 logger = logging.getLogger("helpers.engine")
 
 SCHEDULING_POLICIES = ("continuous", "static")
@@ -53,6 +56,9 @@ class EngineConfig:
 
     ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
     an alias); "static" is the traditional static-batching baseline vLLM does not have.
+    ``max_num_seqs`` / ``max_num_batched_tokens`` left as None take vLLM v0.19.0's defaults for the GPU
+    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/batch_defaults.py): 2048
+    tokens and 256 sequences on an A100 or any GPU under 70 GiB, 8192 and 1024 on larger ones.
     ``tensor_parallel_size`` is simulated as ``plan_capacity`` splits memory and ``helpers.roofline`` prices
     it: N× FLOPs and bandwidth plus two all-reduces per layer. ``not_simulated`` lists accepted vLLM
     options that change nothing here.
@@ -60,8 +66,8 @@ class EngineConfig:
 
     model: str = "llama-2-13b"
     served_model_name: str | None = None
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
@@ -82,7 +88,7 @@ class EngineConfig:
             raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES} (or vLLM's 'fcfs'), "
                              f"got {self.scheduling_policy!r}")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tensor_parallel_size"):
-            if int(getattr(self, name)) < 1:
+            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization is a fraction in (0, 1], "
@@ -172,6 +178,23 @@ class EngineConfig:
                              "(vLLM v0.19.0 passes only true booleans on, vllm/utils/argparse_utils.py), "
                              f"leaving the default on; write {fixes} instead, or leave a default alone")
         return cls.from_dict(options, source=path.name)
+
+    def for_gpu(self, gpu: GPUSpec | str, max_model_len: int | None = None) -> EngineConfig:
+        """This config with ``max_num_seqs`` / ``max_num_batched_tokens`` filled in where None, as vLLM
+        v0.19.0's ``vllm serve`` defaults them on ``gpu`` (``vllm_batch_defaults``), for a context of
+        ``max_model_len`` (default: this config's, else the model's)."""
+        if self.max_num_seqs is not None and self.max_num_batched_tokens is not None:
+            return self
+        if max_model_len is None:
+            from helpers.models import load_model
+
+            max_model_len = self.max_model_len or load_model(self.model).max_position_embeddings
+        limits = vllm_batch_defaults(gpu, "openai", max_model_len,
+                                     enable_chunked_prefill=self.enable_chunked_prefill,
+                                     max_num_batched_tokens=self.max_num_batched_tokens,
+                                     max_num_seqs=self.max_num_seqs)
+        return self.replace(max_num_seqs=limits.max_num_seqs,
+                            max_num_batched_tokens=limits.max_num_batched_tokens)
 
     def replace(self, **changes: Any) -> EngineConfig:
         """A copy with some options changed (e.g. ``config.replace(max_num_seqs=1)``)."""

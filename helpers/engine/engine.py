@@ -71,9 +71,10 @@ class LLMEngine:
                  mfu: float = DEFAULT_MFU, mbu: float = DEFAULT_MBU,
                  overhead_s: float = DEFAULT_OVERHEAD_S,
                  allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> None:
-        self.config = config
         self.gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
         self.model = model or load_model(config.model)
+        config = config.for_gpu(self.gpu, config.max_model_len or self.model.max_position_embeddings)
+        self.config = config
         self.capacity = plan_capacity(
             self.model, self.gpu, gpu_memory_utilization=config.gpu_memory_utilization,
             max_model_len=config.max_model_len, weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,

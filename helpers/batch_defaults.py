@@ -6,7 +6,8 @@ name does not contain "a100" (H100, H200, B200, MI300X) get the large table, eve
 under 70 GiB) the small one. ``_set_default_max_num_seqs_and_batched_tokens_args`` then, for defaulted values
 only: doubles both with ``--performance-mode throughput``; without chunked prefill raises the token budget
 to ``max_model_len``; caps it at ``max_num_seqs x max_model_len``; caps ``max_num_seqs`` at the budget.
-CPU and TPU tables are not modelled. The simulator's own ``EngineConfig`` defaults are not derived from this.
+CPU and TPU tables are not modelled. ``EngineConfig`` options left unset take these values
+(``EngineConfig.for_gpu``, which ``LLMEngine`` applies for its GPU).
 """
 from __future__ import annotations
 

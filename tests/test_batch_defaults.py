@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.engine.batch_defaults import vllm_batch_defaults
+from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.config import EngineConfig
+from helpers.engine.engine import LLMEngine
 from helpers.hardware import load_gpu
 
 
@@ -64,9 +65,21 @@ def test_bad_arguments_name_the_choices(bad: dict) -> None:
         vllm_batch_defaults(load_gpu("h100-sxm"), **bad)
 
 
-def test_simulator_defaults_are_unchanged() -> None:
-    config = EngineConfig()  # notebooks rely on these; switching to vLLM's per-GPU values is the lead's call
-    assert (config.max_num_batched_tokens, config.max_num_seqs) == (8192, 256)
+def test_the_simulator_takes_vllms_defaults_for_its_gpu() -> None:
+    config = EngineConfig(model="llama-2-7b")
+    assert (config.max_num_batched_tokens, config.max_num_seqs) == (None, None)  # "vLLM's default"
+    for gpu in ("a100-80gb", "h100-sxm", "rtx-4090"):
+        expected = vllm_batch_defaults(gpu, "openai", 4096)  # Llama-2's context
+        engine = LLMEngine(config, gpu)
+        assert (engine.config.max_num_batched_tokens, engine.config.max_num_seqs) == (
+            expected.max_num_batched_tokens, expected.max_num_seqs)
+    a100 = LLMEngine(config, "a100-80gb").config
+    assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
+    given = config.replace(max_num_batched_tokens=8192)
+    kept = LLMEngine(given, "a100-80gb").config
+    assert (kept.max_num_batched_tokens, kept.max_num_seqs) == (8192, 256)  # a given value is kept
+    no_chunks = LLMEngine(config.replace(enable_chunked_prefill=False), "a100-80gb").config
+    assert no_chunks.max_num_batched_tokens == 4096  # raised to max_model_len, as vLLM does
 
 
 def test_a_gpu_name_works_like_its_spec():
