@@ -25,9 +25,11 @@ SCHEDULING_POLICIES = ("continuous", "static")
 _DTYPES = {"auto": "fp16", "half": "fp16", "float16": "fp16", "fp16": "fp16", "bfloat16": "bf16",
            "bf16": "bf16", "float": "fp32", "float32": "fp32", "fp32": "fp32"}
 _KV_DTYPES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8"}
-# vLLM --quantization -> stored weight dtype (scales ignored); GPTQ/AWQ checkpoints are almost always 4-bit
-_QUANTIZATION = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "marlin": "int4",
-                 "bitsandbytes": "int4", "fp8": "fp8", "compressed-tensors": "int8", "experts_int8": "int8"}
+# vLLM --quantization -> stored weight format: AWQ/GPTQ checkpoints are almost always 4-bit with group-128
+# scales (helpers.kvcache.WEIGHT_FORMATS counts them); the others as ideal dtypes (their scales ignored)
+_QUANTIZATION = {"awq": "awq-int4", "awq_marlin": "awq-int4", "gptq": "gptq-int4", "gptq_marlin": "gptq-int4",
+                 "marlin": "int4", "bitsandbytes": "int4", "fp8": "fp8", "compressed-tensors": "int8",
+                 "experts_int8": "int8"}
 # Real `vllm serve` options accepted in a config file but not modelled by the simulator.
 NOT_SIMULATED_KEYS = frozenset("""
 host port uvicorn_log_level api_key allowed_origins allowed_methods allowed_headers ssl_keyfile ssl_certfile
