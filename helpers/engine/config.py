@@ -18,6 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from helpers.engine.speculative import SpeculativeConfig
+
 logger = logging.getLogger("helpers.engine")
 
 SCHEDULING_POLICIES = ("continuous", "static")
@@ -42,7 +44,7 @@ distributed_executor_backend
 enforce_eager max_seq_len_to_capture disable_custom_all_reduce disable_log_stats disable_log_requests
 enable_log_requests max_logprobs generation_config override_generation_config guided_decoding_backend
 enable_lora max_loras max_lora_rank max_cpu_loras rope_scaling rope_theta hf_overrides compilation_config
-kv_transfer_config speculative_config preemption_mode scheduler_delay_factor num_scheduler_steps
+kv_transfer_config preemption_mode scheduler_delay_factor num_scheduler_steps
 max_num_partial_prefills max_long_partial_prefills long_prefill_token_threshold limit_mm_per_prompt
 enable_expert_parallel calculate_kv_scales disable_sliding_window use_v2_block_manager num_lookahead_slots
 max_parallel_loading_workers block_allocator enable_prompt_tokens_details enable_server_load_tracking
@@ -56,7 +58,10 @@ class EngineConfig:
     ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
     an alias); "static" is the traditional static-batching baseline vLLM does not have.
     ``tensor_parallel_size`` is simulated roughly: capacity from ``plan_capacity`` and N× FLOPs and
-    bandwidth, no communication cost. ``not_simulated`` lists accepted vLLM options that change nothing here.
+    bandwidth, no communication cost. ``speculative_config`` takes vLLM's dict (or its JSON) with the
+    simulator-only keys ``acceptance_rate`` (required), ``draft_cost_ratio``, ``acceptance_seed``
+    (``helpers.engine.speculative``), or a ``SpeculativeConfig``; continuous batching only.
+    ``not_simulated`` lists accepted vLLM options that change nothing here.
     """
 
     model: str = "llama-2-13b"
@@ -74,6 +79,7 @@ class EngineConfig:
     scheduling_policy: str = "continuous"
     tensor_parallel_size: int = 1
     num_gpu_blocks_override: int | None = None
+    speculative_config: SpeculativeConfig | None = None
     not_simulated: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
@@ -90,6 +96,12 @@ class EngineConfig:
                              f"got {self.gpu_memory_utilization}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
+        if self.speculative_config is not None and not isinstance(self.speculative_config, SpeculativeConfig):
+            spec = SpeculativeConfig.from_dict(self.speculative_config)  # vLLM's dict, or its JSON
+            object.__setattr__(self, "speculative_config", spec)
+        if self.speculative_config is not None and self.scheduling_policy == "static":
+            raise ValueError("speculative decoding is simulated with continuous batching only: drop "
+                             "speculative_config or use scheduling_policy 'continuous'")
         self.weight_dtype  # noqa: B018  (validates dtype and quantization)
         self.kv_dtype  # noqa: B018
 
