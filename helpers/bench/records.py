@@ -35,7 +35,9 @@ class RequestResult:
     TTFT, which starts when the request is sent. ``server_timing`` is the mock's ``timing`` field (None
     elsewhere); ``cached_tokens`` is ``usage.prompt_tokens_details.cached_tokens`` when the server sends it.
     ``sent_monotonic_s`` is ``time.perf_counter()`` when the request was sent (comparable with the mock's
-    ``timing["received_monotonic_s"]`` on the same Linux machine).
+    ``timing["received_monotonic_s"]`` on the same Linux machine). ``text_chunks`` counts the chunks that
+    carried text: ``itls_s`` has one gap fewer; fewer chunks than ``output_tokens`` means several tokens per
+    chunk (speculative decoding), and then ITL measures a step, TPOT a token.
     """
 
     index: int
@@ -49,6 +51,7 @@ class RequestResult:
     prompt_tokens: int | None = None
     expected_prompt_tokens: int | None = None
     output_tokens: int = 0
+    text_chunks: int = 0
     max_tokens: int = 0
     cached_tokens: int | None = None
     finish_reason: str | None = None
@@ -112,7 +115,8 @@ def summarize_results(
     *,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> dict[str, Any]:
-    """vLLM's summary (``completed``, ``failed``, throughputs, ``{mean,median,std,p90,p99}_{metric}_ms``)."""
+    """vLLM's summary (``completed``, ``failed``, throughputs, ``{mean,median,std,p90,p99}_{metric}_ms``) and
+    ``tokens_per_chunk`` (``helpers.metrics.summarize``)."""
     if isinstance(records, pd.DataFrame):
         rows = records.to_dict("records")
     else:
