@@ -6,6 +6,7 @@ import pytest
 from helpers.engine import EngineConfig, LLMEngine, Request
 from helpers.engine.simulate import simulate
 from helpers.engine.speculative import SpeculativeConfig, expected_tokens_per_step, speculative_step
+from helpers.engine.sweep import decode_tokens_per_s, speculative_gain_sweep
 from helpers.engine.trace import trace_requests
 
 GPU = "a100-80gb"
@@ -108,29 +109,28 @@ def test_the_acceptance_draws_are_seeded():
     assert run(1) == run(1) and run(1) != run(2)
 
 
-def decode_tokens_per_s(batch, speculative_config, input_len, output_len):
-    """Tokens per second of the step loop over the steps in which all ``batch`` requests decode together."""
-    trace = trace_requests(config(speculative_config), GPU, requests(batch, input_len, output_len))
-    k = speculative_config["num_speculative_tokens"] if speculative_config else 0
-    decode = [s for s in trace.steps[1:] if s.num_running == len(s.new_tokens) == batch
-              and s.num_scheduled_tokens <= batch * (1 + k)]  # no prefill chunk, nobody finished yet
-    assert len(decode) > 50
-    return sum(sum(s.new_tokens.values()) for s in decode) / sum(s.end_s - s.start_s for s in decode)
-
-
 @pytest.mark.parametrize(("batch", "output_len"), [(1, 2048), (16, 256), (64, 256), (256, 256)])
 def test_the_step_loop_gains_what_the_steady_state_step_predicts(batch, output_len):
-    gain = (decode_tokens_per_s(batch, spec(4, 0.7), 512, output_len)
-            / decode_tokens_per_s(batch, None, 512, output_len))
+    row = speculative_gain_sweep(config(spec(4, 0.7)), GPU, [batch], input_len=512, output_len=output_len)
+    assert row["speedup"][0] == pytest.approx(row["steady_state_speedup"][0], rel=0.08)  # ~4 std. errors
     cm = LLMEngine(config(), GPU).cost_model
-    predicted = speculative_step(cm, SpeculativeConfig(4, 0.7), batch, context_len=512 + output_len // 2)
-    assert gain == pytest.approx(predicted.speedup, rel=0.08)  # ~4 standard errors of the accepted draws
+    direct = speculative_step(cm, SpeculativeConfig(4, 0.7), batch, context_len=512 + output_len // 2)
+    assert row["steady_state_speedup"][0] == direct.speedup
+    plain = decode_tokens_per_s(config(), GPU, batch, 512, output_len)
+    assert plain == pytest.approx(batch / direct.plain_step_s, rel=0.03)  # plain decode: the roofline's
 
 
 def test_the_gain_shrinks_as_the_batch_grows_in_the_step_loop():
-    gains = [decode_tokens_per_s(b, spec(4, 0.7), 512, 256) / decode_tokens_per_s(b, None, 512, 256)
-             for b in (4, 64, 256)]
-    assert gains[0] > 2 and gains[0] > gains[1] > gains[2] and gains[2] < 1  # memory- → compute-bound
+    gains = speculative_gain_sweep(config(spec(4, 0.7)), GPU, [4, 64, 256])
+    assert gains["speedup"][0] > 2 and gains["speedup"].is_monotonic_decreasing and gains["speedup"][2] < 1
+    assert list(gains["verify_bound"]) == ["memory", "compute", "compute"]  # memory- → compute-bound
+
+
+def test_the_sweep_needs_a_speculating_config_and_a_batch_that_fits():
+    with pytest.raises(ValueError, match="speculative_config"):
+        speculative_gain_sweep(config(), GPU, [1])
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        decode_tokens_per_s(config(max_num_seqs=4), GPU, 8, 64, 64)
 
 
 def test_a_step_never_exceeds_the_token_budget_and_drafts_are_cut_to_fit():
