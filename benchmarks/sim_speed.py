@@ -4,6 +4,8 @@ Run: ``python benchmarks/sim_speed.py [--model llama-3-8b]``. Prints wall second
 per second (wall clock of this process; the simulation itself never reads it). Target: under 1 s on a
 2-core machine. With the article's Llama-2-13B on an A100 80GB the KV pool holds ~47 of the 128 requests,
 so the run preempts thousands of times (the slow path); ``--model llama-3-8b`` (GQA) fits all 128.
+``--speculative K:ALPHA`` turns on speculative decoding (draft_model, K drafts, acceptance rate ALPHA): the
+bulk decode fast path is off then (the accepted drafts are drawn step by step), so expect it to be slower.
 """
 from __future__ import annotations
 
@@ -24,10 +26,16 @@ def main() -> None:
     parser.add_argument("--gpu", default="a100-80gb")
     parser.add_argument("--model", default=None, help="override config B's model (a preset or HF id)")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the fastest is reported")
+    parser.add_argument("--speculative", metavar="K:ALPHA", default=None,
+                        help="speculative decoding with K drafts accepted with probability ALPHA, e.g. 4:0.7")
     args = parser.parse_args()
     config = EngineConfig.from_yaml(CONFIG_B)
     if args.model:
         config = config.replace(model=args.model)
+    if args.speculative:
+        k, alpha = args.speculative.split(":")
+        config = config.replace(speculative_config={"method": "draft_model", "num_speculative_tokens": int(k),
+                                                    "acceptance_rate": float(alpha)})
     best = float("inf")
     for _ in range(args.repeat):
         start = time.perf_counter()

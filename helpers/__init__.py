@@ -94,7 +94,7 @@ _export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url", 
         "FirstRequest", "FirstRequestFailed")
 _export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok", "package_summary")
 _export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace", "BlockSnapshot")
-_export("engine.sweep", "concurrency_sweep")
+_export("engine.sweep", "concurrency_sweep", "decode_tokens_per_s", "speculative_gain_sweep")
 _export("plots.engine", "plot_timeline", "plot_block_table", "plot_prefix_hit_rate", "plot_itl_tail",
         "plot_kv_pressure", "plot_concurrency_sweep")
 _export("client.prom", "Sample", "parse_metrics", "metric_value", "vllm_snapshot", "scrape_metrics",

@@ -35,7 +35,9 @@ def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
 
     ``requests`` is a DataFrame with one row per request, or an iterable of mappings, with
     ``prompt_tokens``, ``output_tokens``, ``ttft_s``, ``e2el_s``, ``itls_s`` (its inter-token gaps) and
-    optionally ``success`` (default True; failed requests count only in ``failed``).
+    optionally ``success`` (default True; failed requests count only in ``failed``) and ``text_chunks``
+    (chunks that carried its text: then ``tokens_per_chunk``, above 1 when a server sends several tokens
+    per chunk, as with speculative decoding; ITL is per chunk, TPOT per token).
     """
     if duration_s <= 0:
         raise ValueError(f"duration_s must be positive, got {duration_s}")
@@ -47,6 +49,7 @@ def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
         prompt, output, ttft, e2el = (ok[c].to_numpy(float) for c in ("prompt_tokens", "output_tokens",
                                                                      "ttft_s", "e2el_s"))
         itl_lists = list(ok["itls_s"])
+        chunks = ok["text_chunks"].to_numpy(float) if "text_chunks" in df.columns else None
     else:
         rows = list(requests)
         ok = [r for r in rows if r.get("success", True)]
@@ -54,6 +57,7 @@ def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
         prompt, output, ttft, e2el = (np.array([r[c] for r in ok], dtype=float) for c in
                                       ("prompt_tokens", "output_tokens", "ttft_s", "e2el_s"))
         itl_lists = [r["itls_s"] for r in ok]
+        chunks = np.array([r["text_chunks"] for r in ok], float) if ok and "text_chunks" in ok[0] else None
     multi = output > 1
     tpot = (e2el[multi] - ttft[multi]) / (output[multi] - 1)
     itl = np.concatenate(itl_lists, dtype=float) if itl_lists else np.empty(0)
@@ -70,4 +74,6 @@ def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
     }
     for name, values in zip(METRICS, (ttft, tpot, itl, e2el)):
         summary.update(_stats(name, values, percentiles))
+    if chunks is not None and chunks.sum() > 0:
+        summary["tokens_per_chunk"] = float(output.sum() / chunks.sum())
     return summary

@@ -22,6 +22,7 @@ from typing import Any
 
 from helpers.capacity import CapacityPlan, plan_capacity
 from helpers.engine.config import EngineConfig
+from helpers.engine.speculative import SIMULATOR_ONLY_KEYS
 from helpers.hardware import GPUSpec
 
 
@@ -62,8 +63,16 @@ def _args(key: str, value: Any) -> list[str]:
     return [flag, str(value)]
 
 
+def _vllm_value(key: str, value: Any) -> Any:
+    """The value as vLLM takes it: a ``speculative_config`` without the simulator-only keys."""
+    if _flag(key) == "--speculative-config" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in SIMULATOR_ONLY_KEYS}
+    return value
+
+
 def serve_command(options: dict[str, Any], *, host: str | None = None, port: int | None = None) -> str:
-    """``vllm serve <model> --flag value ...`` for these options (``model`` is the positional argument)."""
+    """``vllm serve <model> --flag value ...`` for these options (``model`` is the positional argument;
+    a ``speculative_config``'s simulator-only keys, ``acceptance_rate`` ..., are left out)."""
     if not options.get("model"):
         raise ValueError(
             "the config has no 'model': vllm serve needs one (a Hugging Face id or a local path)"
@@ -71,7 +80,7 @@ def serve_command(options: dict[str, Any], *, host: str | None = None, port: int
     words = ["vllm", "serve", str(options["model"])]
     for key, value in options.items():
         if _flag(key) not in ("--model", "--host", "--port"):
-            words += _args(key, value)
+            words += _args(key, _vllm_value(key, value))
     words += _args("host", host if host is not None else options.get("host"))
     words += _args("port", port if port is not None else options.get("port"))
     return shlex.join(words)

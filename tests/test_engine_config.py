@@ -50,7 +50,9 @@ def test_missing_file_and_bad_values():
 def test_dtypes_and_quantization_map_to_storage_dtypes():
     assert EngineConfig().weight_dtype == "fp16" and EngineConfig().kv_dtype == "fp16"
     assert EngineConfig(dtype="bfloat16").kv_dtype == "bf16"
-    assert EngineConfig(quantization="awq").weight_dtype == "int4"
+    assert EngineConfig(quantization="awq").weight_dtype == "awq-int4"  # 4-bit plus group scales
+    assert EngineConfig(quantization="gptq_marlin").weight_dtype == "gptq-int4"
+    assert EngineConfig(quantization="bitsandbytes").weight_dtype == "int4"
     assert EngineConfig(kv_cache_dtype="fp8_e5m2").kv_dtype == "fp8"
     assert EngineConfig(scheduling_policy="fcfs").scheduling_policy == "continuous"
 

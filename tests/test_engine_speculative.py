@@ -45,12 +45,15 @@ def test_the_gain_shrinks_as_the_batch_grows():
 
 
 def test_budget_and_lookahead_slots_are_counted_as_vllm_does():
-    step = speculative_step(CM, SpeculativeConfig(4, 0.7), batch_size=8, context_len=30, block_size=16)
+    step = speculative_step(CM, SpeculativeConfig(4, 0.7), batch_size=8, context_len=26, block_size=16)
     assert step.num_scheduled_tokens == 8 * 5  # 1 + k tokens per running request
-    assert step.lookahead_kv_blocks == 8  # 31 tokens fit 2 blocks; 31 + 4 need 3
+    assert step.lookahead_kv_blocks == 8  # 27 tokens fit 2 blocks; 27 + 4 drafts + 4 lookahead need 3
     ngram = SpeculativeConfig.from_dict({"method": "ngram", "num_speculative_tokens": 4}, 0.7)
     assert ngram.num_lookahead_tokens == 0
-    assert speculative_step(CM, ngram, 8, 30).lookahead_kv_blocks == 0
+    assert speculative_step(CM, ngram, 8, 26).lookahead_kv_blocks == 0  # 27 + 4 drafts still fit 2
+    eagles = {SpeculativeConfig(4, 0.7, method=m).num_lookahead_tokens for m in ("eagle", "eagle3", "mtp")}
+    assert eagles == {4}
+    assert SpeculativeConfig(4, 0.7, method="suffix").num_lookahead_tokens == 0
 
 
 def test_a_draft_that_is_never_right_only_costs():

@@ -84,3 +84,12 @@ def test_the_vllm_subcommand_prints_both_forms_and_fails_on_a_gpu_that_cannot_wo
     assert bad.returncode == 1 and "WARNING" in bad.stdout
     missing = run("--config", "nope.yaml")
     assert missing.returncode == 2 and "no such config file" in missing.stderr  # errors on stderr
+
+
+def test_a_speculative_config_reaches_vllm_without_the_simulator_only_keys():
+    spec = {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 4,
+            "acceptance_rate": 0.7, "draft_cost_ratio": 0.05}
+    words = shlex.split(serve_command({"model": "meta-llama/Llama-3.1-8B", "speculative_config": spec}))
+    assert words[3:] == ["--speculative-config",
+                         '{"method":"draft_model","model":"meta-llama/Llama-3.2-1B","num_speculative_tokens":4}']
+    assert EngineConfig(speculative_config=spec).speculative_config.acceptance_rate == 0.7

@@ -37,6 +37,9 @@ class RequestResult:
     ``sent_monotonic_s`` is ``time.perf_counter()`` when the request was sent (comparable with the mock's
     ``timing["received_monotonic_s"]`` on the same Linux machine). ``text`` is the reply's content, kept
     only when asked (a chat session sends it back in the next turn, ``helpers.bench.sessions``).
+    ``text_chunks`` counts the chunks that carried text: ``itls_s`` has one gap fewer; fewer chunks than
+    ``output_tokens`` means several tokens per chunk (speculative decoding), and then ITL measures a step,
+    TPOT a token.
     """
 
     index: int
@@ -50,6 +53,7 @@ class RequestResult:
     prompt_tokens: int | None = None
     expected_prompt_tokens: int | None = None
     output_tokens: int = 0
+    text_chunks: int = 0
     max_tokens: int = 0
     cached_tokens: int | None = None
     finish_reason: str | None = None
@@ -114,7 +118,8 @@ def summarize_results(
     *,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> dict[str, Any]:
-    """vLLM's summary (``completed``, ``failed``, throughputs, ``{mean,median,std,p90,p99}_{metric}_ms``)."""
+    """vLLM's summary (``completed``, ``failed``, throughputs, ``{mean,median,std,p90,p99}_{metric}_ms``) and
+    ``tokens_per_chunk`` (``helpers.metrics.summarize``)."""
     if isinstance(records, pd.DataFrame):
         rows = records.to_dict("records")
     else:

@@ -77,6 +77,7 @@ async def measure_request(
         itls_s=metrics.itl_s,
         prompt_tokens=metrics.prompt_tokens if metrics.prompt_tokens is not None else prompt.prompt_tokens,
         output_tokens=metrics.completion_tokens,
+        text_chunks=metrics.text_chunks,
         cached_tokens=metrics.cached_prompt_tokens,
         finish_reason=metrics.finish_reason,
         server_timing=metrics.server_timing,

@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=port, default=8000, help="port (0 = any free port)")
     parser.add_argument("--api-key", help="require this key as 'Authorization: Bearer KEY' (never printed)")
     parser.add_argument(
+        "--speculative-config",
+        metavar="JSON",
+        help="speculative decoding: vLLM's JSON plus the simulator-only acceptance_rate (draft_cost_ratio), "
+        """e.g. '{"method": "draft_model", "num_speculative_tokens": 4, "acceptance_rate": 0.7}'""",
+    )
+    parser.add_argument(
         "--time-scale",
         type=at_least(float, 0, strict=True),
         default=1.0,
@@ -83,13 +89,16 @@ def _print_engine_log() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from helpers.server.app import create_app
+    from helpers.server.app import create_app, load_config
     from helpers.server.launcher import READY_PREFIX, bind_socket, uvicorn_server
 
     _print_engine_log()  # the engine logs vLLM's "GPU KV cache size: N tokens" lines as it is built
     try:  # a bad config, GPU or model name: the learner's input, exit 2
+        config = load_config(args.config)
+        if args.speculative_config is not None:
+            config = config.replace(speculative_config=args.speculative_config)
         app = create_app(
-            args.config,
+            config,
             args.gpu,
             api_key=args.api_key,
             time_scale=args.time_scale,
@@ -123,6 +132,13 @@ def run(args: argparse.Namespace) -> int:
             f"Model weights take {format_bytes(plan.weights_bytes)}; "
             f"KV cache pool {format_bytes(plan.kv_pool_bytes)}"
         )
+        spec = cfg.speculative_config
+        if spec is not None:
+            _log(
+                f"Speculative decoding: {spec.method}, num_speculative_tokens={spec.num_speculative_tokens}, "
+                f"simulated acceptance rate {spec.acceptance_rate:g}, draft cost {spec.draft_cost_ratio:g} x "
+                "a target decode step (one SSE chunk per step: several tokens in a chunk)"
+            )
     for name, endpoint in service.endpoints.items():
         kind = " (reasoning: streams reasoning_content first)" if endpoint.served.reasoning else ""
         _log(f"Served model name: {name} -> {endpoint.driver.engine.model.name}{kind}")

@@ -8,6 +8,9 @@ server's ``usage``; E2E = send → last text-carrying chunk. vLLM v0.19.0's benc
 role-only one included), adds the finish chunk's gap to ITL and ends E2E at the last data line; against vLLM's
 own server, which sends the role chunk with the first token, both agree; against a gateway that sends the role
 chunk on accepting the request, vLLM's TTFT leaves out queue and prefill (data/vllm/FACTS.md §1).
+When a chunk carries several tokens (a speculating server sends one chunk per engine step), ITL here and in
+vLLM's benchmark is per chunk (a step) while TPOT, from ``usage``, is per token: ``tokens_per_chunk`` says
+which case a stream is (data/vllm/FACTS.md §10).
 For reasoning models TTFT counts the first generated token of either kind (``delta.reasoning_content`` or
 ``delta.content``), as vLLM does; ``answer_ttft_s`` and ``reasoning_ttft_s`` give each separately and
 ``ttft_basis`` says which one ``ttft_s`` is.

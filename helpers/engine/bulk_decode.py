@@ -30,8 +30,8 @@ class BulkDecodeMixin:
         with ``c`` tokens computed needs a new block at steps ``nblocks·block_size − c + 1``, then every
         ``block_size`` steps: the horizon ends just before the (free + 1)-th of those steps over all."""
         running = self.running
-        if not running or len(running) > self.config.max_num_batched_tokens:
-            return 0
+        if not running or len(running) > self.config.max_num_batched_tokens or self.spec is not None:
+            return 0  # (speculating: the accepted drafts are drawn step by step)
         slots = self.running_slots()
         computed = self.computed[slots]
         num_tokens = self.num_tokens[slots]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.batch_defaults import vllm_batch_defaults
+from helpers.engine.speculative import SpeculativeConfig
 from helpers.hardware import GPUSpec
 
 logger = logging.getLogger("helpers.engine")
@@ -28,9 +29,11 @@ SCHEDULING_POLICIES = ("continuous", "static")
 _DTYPES = {"auto": "fp16", "half": "fp16", "float16": "fp16", "fp16": "fp16", "bfloat16": "bf16",
            "bf16": "bf16", "float": "fp32", "float32": "fp32", "fp32": "fp32"}
 _KV_DTYPES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8"}
-# vLLM --quantization -> stored weight dtype (scales ignored); GPTQ/AWQ checkpoints are almost always 4-bit
-_QUANTIZATION = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "marlin": "int4",
-                 "bitsandbytes": "int4", "fp8": "fp8", "compressed-tensors": "int8", "experts_int8": "int8"}
+# vLLM --quantization -> stored weight format: AWQ/GPTQ checkpoints are almost always 4-bit with group-128
+# scales (helpers.kvcache.WEIGHT_FORMATS counts them); the others as ideal dtypes (their scales ignored)
+_QUANTIZATION = {"awq": "awq-int4", "awq_marlin": "awq-int4", "gptq": "gptq-int4", "gptq_marlin": "gptq-int4",
+                 "marlin": "int4", "bitsandbytes": "int4", "fp8": "fp8", "compressed-tensors": "int8",
+                 "experts_int8": "int8"}
 # Real `vllm serve` options accepted in a config file but not modelled by the simulator.
 NOT_SIMULATED_KEYS = frozenset("""
 host port uvicorn_log_level api_key allowed_origins allowed_methods allowed_headers ssl_keyfile ssl_certfile
@@ -43,7 +46,7 @@ distributed_executor_backend
 enforce_eager max_seq_len_to_capture disable_custom_all_reduce disable_log_stats disable_log_requests
 enable_log_requests max_logprobs generation_config override_generation_config guided_decoding_backend
 enable_lora max_loras max_lora_rank max_cpu_loras rope_scaling rope_theta hf_overrides compilation_config
-kv_transfer_config speculative_config preemption_mode scheduler_delay_factor num_scheduler_steps
+kv_transfer_config preemption_mode scheduler_delay_factor num_scheduler_steps
 max_num_partial_prefills max_long_partial_prefills long_prefill_token_threshold limit_mm_per_prompt
 enable_expert_parallel calculate_kv_scales disable_sliding_window use_v2_block_manager num_lookahead_slots
 max_parallel_loading_workers block_allocator enable_prompt_tokens_details enable_server_load_tracking
@@ -60,8 +63,10 @@ class EngineConfig:
     the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/batch_defaults.py): 2048
     tokens and 256 sequences on an A100 or any GPU under 70 GiB, 8192 and 1024 on larger ones.
     ``tensor_parallel_size`` is simulated as ``plan_capacity`` splits memory and ``helpers.roofline`` prices
-    it: N× FLOPs and bandwidth plus two all-reduces per layer. ``not_simulated`` lists accepted vLLM
-    options that change nothing here.
+    it: N× FLOPs and bandwidth plus two all-reduces per layer. ``speculative_config`` takes vLLM's dict (or
+    its JSON) with the simulator-only keys ``acceptance_rate`` (required), ``draft_cost_ratio``,
+    ``acceptance_seed`` (``helpers.engine.speculative``), or a ``SpeculativeConfig``; continuous batching
+    only. ``not_simulated`` lists accepted vLLM options that change nothing here.
     """
 
     model: str = "llama-2-13b"
@@ -79,6 +84,7 @@ class EngineConfig:
     scheduling_policy: str = "continuous"
     tensor_parallel_size: int = 1
     num_gpu_blocks_override: int | None = None
+    speculative_config: SpeculativeConfig | None = None
     not_simulated: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
@@ -95,6 +101,12 @@ class EngineConfig:
                              f"got {self.gpu_memory_utilization}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
+        if self.speculative_config is not None and not isinstance(self.speculative_config, SpeculativeConfig):
+            spec = SpeculativeConfig.from_dict(self.speculative_config)  # vLLM's dict, or its JSON
+            object.__setattr__(self, "speculative_config", spec)
+        if self.speculative_config is not None and self.scheduling_policy == "static":
+            raise ValueError("speculative decoding is simulated with continuous batching only: drop "
+                             "speculative_config or use scheduling_policy 'continuous'")
         self.weight_dtype  # noqa: B018  (validates dtype and quantization)
         self.kv_dtype  # noqa: B018
 

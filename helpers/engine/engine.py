@@ -1,7 +1,8 @@
 """``LLMEngine``: requests in, one roofline-priced step at a time, tokens out (notebook 05 §2).
 
 The engine is pure and clock-agnostic: ``now_s`` is virtual and moves only in ``step()`` (by the step's
-roofline time) or ``advance_to()``. The mock server drives it in real time; ``simulate()`` drives it on a
+roofline time: with ``speculative_config``, the draft passes plus one verify pass, notebook 10 §7) or
+``advance_to()``. The mock server drives it in real time; ``simulate()`` drives it on a
 virtual clock. At start it logs vLLM's two capacity lines (``GPU KV cache size: N tokens``, ``Maximum
 concurrency for M tokens per request: X``) through the ``helpers.engine`` logger.
 """
@@ -17,6 +18,7 @@ from helpers.engine.config import EngineConfig
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Request, RequestRecord, Sequence, Status
 from helpers.engine.scheduler import Scheduler, SchedulerOutput
+from helpers.engine.speculative import speculative_step_cost
 from helpers.engine.static_batching import StaticScheduler
 from helpers.hardware import GPUSpec, load_gpu
 from helpers.kvcache import plan_capacity
@@ -34,7 +36,8 @@ logger = logging.getLogger("helpers.engine")
 
 @dataclass(frozen=True)
 class StepOutput:
-    """One step: virtual start/end, output tokens per scheduled request (0 or 1), who finished."""
+    """One step: virtual start/end, output tokens per scheduled request (0 or 1; up to 1 + k when
+    speculating), who finished."""
 
     start_s: float
     end_s: float
@@ -61,6 +64,9 @@ class EngineStats:
     generation_tokens: int
     num_free_blocks: int
     num_total_blocks: int
+    spec_num_drafts: int = 0           # speculation (vLLM's vllm:spec_decode_* counters): verify events,
+    spec_num_draft_tokens: int = 0     # draft tokens verified,
+    spec_num_accepted_tokens: int = 0  # of which accepted
 
 
 class LLMEngine:
@@ -96,7 +102,7 @@ class LLMEngine:
                                      allreduce_latency_s=allreduce_latency_s)
         self.kv = KVCacheManager(self.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
         scheduler_cls = StaticScheduler if config.scheduling_policy == "static" else Scheduler
-        self.scheduler = scheduler_cls(config, self.kv)
+        self.scheduler = scheduler_cls(config, self.kv, self.max_model_len)
         self.now_s = 0.0
         self._seqs: dict[str, Sequence] = {}
         self._step_end_s = np.empty(1024)  # end times of steps _first_step .. _num_steps - 1
@@ -127,7 +133,8 @@ class LLMEngine:
                              f"whole KV cache ({self.max_request_len} tokens); shorten the request or "
                              "enlarge the pool")
         arrival = self.now_s if request.arrival_time_s is None else request.arrival_time_s
-        seq = Sequence(request.request_id, prompt, request.max_tokens, arrival)
+        seq = Sequence(request.request_id, prompt, request.max_tokens, arrival,
+                       step_tokens=None if self.config.speculative_config is None else [])
         if block_hashes is not None and self.kv.enable_caching:
             if len(block_hashes) != len(prompt) // self.config.block_size:
                 raise ValueError(f"{len(block_hashes)} block hashes for a prompt of {len(prompt)} tokens in "
@@ -203,7 +210,12 @@ class LLMEngine:
         out = self.scheduler.schedule()
         if not out.seqs:
             return out, np.zeros(0, bool), []
-        end = start + self.cost_model.cost(out.cost_new, out.cost_context).time_s
+        if out.decoding is None:
+            end = start + self.cost_model.cost(out.cost_new, out.cost_context).time_s
+        else:
+            verify, draft_s = speculative_step_cost(self.cost_model, self.config.speculative_config,
+                                                    out.cost_new, out.cost_context, out.decoding)
+            end = start + verify.time_s + draft_s
         self.now_s = end
         idx = self._append_step_ends(end)
         for seq in out.seqs:
@@ -216,7 +228,8 @@ class LLMEngine:
         """simulate()'s fast path: run as many pure-decode steps as can start before ``until_s`` and
         before the state changes (a finish, a preemption point), all at once; a pure-decode step that
         must preempt first runs alone. Exactly the same as calling ``step()`` that many times. Returns
-        (steps, batch size, tokens, finished); (0, 0, 0, []) if not possible."""
+        (steps, batch size, tokens, finished); (0, 0, 0, []) if not possible (always when speculating:
+        the accepted drafts are drawn step by step)."""
         sched = self.scheduler
         steps = sched.bulk_horizon()
         if steps == PREEMPT and until_s > self.now_s:
@@ -243,7 +256,8 @@ class LLMEngine:
         sched = self.scheduler
         return EngineStats(len(sched.running), len(sched.waiting), pool.usage(), self.kv.prefix_cache_queries,
                            self.kv.prefix_cache_hits, sched.num_preemptions, sched.prompt_tokens,
-                           sched.generation_tokens, pool.num_free_blocks, pool.num_blocks)
+                           sched.generation_tokens, pool.num_free_blocks, pool.num_blocks,
+                           sched.spec_num_drafts, sched.spec_num_draft_tokens, sched.spec_num_accepted_tokens)
 
     def _runs(self, seq: Sequence) -> list[tuple[int, int]]:
         """``seq``'s runs of consecutive token steps, its open run included (without closing it)."""
@@ -259,7 +273,9 @@ class LLMEngine:
 
     def request_columns(self, request_ids: list[str]) -> dict[str, np.ndarray]:
         """``request_record`` fields of many requests as columns (simulate()'s table): one value per
-        request, except ``token_times_s``, every request's token times concatenated in one gather."""
+        request, except ``token_times_s``, every request's token times concatenated in one gather, and
+        ``chunk_times_s``, the same per step that gave tokens (``text_chunks`` per request): the times of
+        the chunks a server streams (differs when speculating)."""
         seqs = [self._seqs[r] for r in request_ids]
         runs = [self._runs(seq) for seq in seqs]
         flat = np.array([run for rs in runs for run in rs], np.int64).reshape(-1, 2)
@@ -267,11 +283,18 @@ class LLMEngine:
         owner = np.repeat(np.arange(len(seqs)), [len(rs) for rs in runs])
         offsets = np.cumsum(counts) - counts
         index = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
+        chunks = np.bincount(owner, counts, len(seqs)).astype(np.int64)
         columns = {name: np.array([getattr(s, name) for s in seqs], float)
                    for name in ("arrival_s", "scheduled_s", "first_token_s", "finish_s")}
         columns |= {name: np.array([getattr(s, name) for s in seqs], np.int64)
                     for name in ("num_preemptions", "num_cached_prompt_tokens")}
         columns["prompt_tokens"] = np.array([s.prompt_len for s in seqs], np.int64)
-        columns["output_tokens"] = np.bincount(owner, counts, len(seqs)).astype(np.int64)
-        columns["token_times_s"] = self._step_end_s[index]
+        columns["text_chunks"] = chunks
+        columns["chunk_times_s"] = self._step_end_s[index]
+        if self.config.speculative_config is None:
+            columns["output_tokens"], columns["token_times_s"] = chunks, columns["chunk_times_s"]
+        else:
+            tokens = [np.asarray(s.step_tokens, np.int64) for s in seqs]
+            columns["output_tokens"] = np.array([t.sum() for t in tokens], np.int64)
+            columns["token_times_s"] = np.repeat(columns["chunk_times_s"], np.concatenate(tokens))
         return columns

@@ -41,12 +41,13 @@ class KVCacheManager:
         return max(0, -(-(num_computed + num_new_tokens) // self.block_size) - len(seq.block_table))
 
     def allocate_slots(self, seq: Sequence, num_computed: int, num_new_tokens: int,
-                       computed_blocks: list[int] = ()) -> bool:
-        """Grow ``seq``'s table for this step; False (and no change) if the pool is too small.
-        ``computed_blocks`` (from ``get_computed_blocks``) start the table of a newly admitted request."""
+                       computed_blocks: list[int] = (), num_lookahead: int = 0) -> bool:
+        """Grow ``seq``'s table for this step (and ``num_lookahead`` more slots, for speculative drafts);
+        False (and no change) if the pool is too small. ``computed_blocks`` (from ``get_computed_blocks``)
+        start the table of a newly admitted request."""
         pool = self.pool
         have = len(seq.block_table) + len(computed_blocks)
-        need = max(0, -(-(num_computed + num_new_tokens) // self.block_size) - have)
+        need = max(0, -(-(num_computed + num_new_tokens + num_lookahead) // self.block_size) - have)
         if need + (pool.num_evictable(computed_blocks) if computed_blocks else 0) > pool.num_free_blocks:
             return False
         if computed_blocks:

@@ -34,7 +34,8 @@ class Status(enum.Enum):
 @dataclass(frozen=True)
 class RequestRecord:
     """What happened to one request, in engine (virtual) seconds. ``token_times_s[i]`` is when output token
-    ``i`` was produced (the end of its step); ``token_times_s[0] == first_token_s``."""
+    ``i`` was produced (the end of its step: tokens of one speculative step share it, as in vLLM's output);
+    ``token_times_s[0] == first_token_s``."""
 
     request_id: str
     prompt_tokens: int
@@ -80,7 +81,8 @@ class Sequence:
     finish_s: float | None = None
     num_preemptions: int = 0
     num_cached_prompt_tokens: int = 0
-    segments: list[tuple[int, int]] = field(default_factory=list)  # (first step index, token count) runs
+    segments: list[tuple[int, int]] = field(default_factory=list)  # (first step index, step count) runs
+    step_tokens: list[int] | None = None  # speculating: tokens of each step in the runs (else 1 each)
     prompt_len: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,6 +95,8 @@ class Sequence:
         runs = [step_end_s[s - first_step:s - first_step + n] for s, n in
                 (self.segments if segments is None else segments)]
         times = runs[0].copy() if len(runs) == 1 else np.concatenate(runs) if runs else np.empty(0)
+        if self.step_tokens is not None:  # the tokens of one step share its end time
+            times = np.repeat(times, self.step_tokens)
         return RequestRecord(
             request_id=self.request_id, prompt_tokens=self.prompt_len, max_tokens=self.max_tokens,
             output_tokens=len(times), arrival_s=self.arrival_s, scheduled_s=self.scheduled_s,

@@ -7,7 +7,10 @@ Continuous (vLLM's FCFS scheduler), every step:
    running request (recompute: free its blocks, back to the FRONT of the waiting queue) until they fit.
 3. Only if nobody was preempted: admit waiting requests in order while running < ``max_num_seqs``, starting
    after their cached prefix; with chunked prefill off a prompt larger than the budget left blocks the queue.
-The static-batching baseline is ``StaticScheduler`` (static_batching.py).
+With ``speculative_config`` (notebook 10 §7) a decoding request is scheduled 1 + k tokens (its token and k
+drafts), a running request's blocks also hold ``num_lookahead_tokens`` slots, and after the step the
+accepted drafts are drawn and the rejected slots given back (``helpers.engine.speculative`` says how
+vLLM v0.19.0 does each). The static-batching baseline is ``StaticScheduler`` (static_batching.py).
 
 Token counters of running requests live in slot arrays so that a step is a few vector operations.
 """
@@ -22,6 +25,7 @@ from helpers.engine.bulk_decode import BulkDecodeMixin
 from helpers.engine.config import EngineConfig
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Sequence, Status
+from helpers.engine.speculative import draw_accepted
 
 
 @dataclass
@@ -38,6 +42,8 @@ class SchedulerOutput:
     cost_context: np.ndarray
     preempted: list[Sequence] = field(default_factory=list)
     num_padding_tokens: int = 0
+    decoding: np.ndarray | None = None    # speculation: which of seqs decode (and so verify drafts)
+    num_drafts: np.ndarray | None = None  # speculation: draft tokens scheduled per seq (0 if not decoding)
 
     @property
     def num_scheduled_tokens(self) -> int:
@@ -45,9 +51,19 @@ class SchedulerOutput:
 
 
 class Scheduler(BulkDecodeMixin):
-    def __init__(self, config: EngineConfig, kv: KVCacheManager) -> None:
+    def __init__(self, config: EngineConfig, kv: KVCacheManager, max_model_len: int | None = None) -> None:
         self.config = config
         self.kv = kv
+        self.spec = config.speculative_config
+        if self.spec is not None:
+            if max_model_len is None:
+                raise ValueError("a speculating scheduler needs max_model_len (drafts stop below it)")
+            self.max_model_len = max_model_len
+            self.num_lookahead = self.spec.num_lookahead_tokens
+            self.rng = np.random.default_rng(self.spec.acceptance_seed)
+        self.spec_num_drafts = 0          # vLLM's spec_decode counters: verify events,
+        self.spec_num_draft_tokens = 0    # draft tokens verified,
+        self.spec_num_accepted_tokens = 0  # of which accepted
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
@@ -102,8 +118,13 @@ class Scheduler(BulkDecodeMixin):
         self.nblocks[slots[indices]] += counts
 
     def _allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
-        """Grow a running request's blocks for this step (keeps ``nblocks`` in sync)."""
-        ok = self.kv.allocate_slots(seq, int(self.computed[seq.slot]), num_new_tokens)
+        """Grow a running request's blocks for this step, lookahead slots included (keeps ``nblocks`` in
+        sync)."""
+        computed = int(self.computed[seq.slot])
+        lookahead = 0
+        if self.spec is not None:
+            lookahead = max(0, min(self.num_lookahead, self.max_model_len - computed - num_new_tokens))
+        ok = self.kv.allocate_slots(seq, computed, num_new_tokens, num_lookahead=lookahead)
         self.nblocks[seq.slot] = len(seq.block_table)
         return ok
 
@@ -159,21 +180,31 @@ class Scheduler(BulkDecodeMixin):
         seqs: list[Sequence] = []
         num_new: list[int] = []
         preempted: list[Sequence] = []
+        spec = self.spec
+        decoding = None
         if self.running:
             slots = self.running_slots()
             computed = self.computed[slots]
             need = self.num_tokens[slots] - computed
+            if spec is not None:  # a decode verifies k drafts too, below max_model_len (vLLM caps positions)
+                decoding = need == 1
+                room = self.max_model_len - 2 - computed
+                need = need + decoding * np.minimum(spec.num_speculative_tokens, room)
             total = int(np.add.reduce(need))
             n = need if total <= budget else np.clip(budget - (np.cumsum(need) - need), 0, need)
             bs = self.kv.block_size
-            grow = (computed + n + (bs - 1)) // bs - self.nblocks[slots]
+            held = computed + n
+            if spec is not None:  # slots for the next drafts, for every request scheduled this step
+                held = np.where(n > 0, np.minimum(held + self.num_lookahead, self.max_model_len), held)
+            grow = (held + (bs - 1)) // bs - self.nblocks[slots]
             alloc = grow > 0
             if int(np.add.reduce(grow[alloc])) <= self.kv.pool.num_free_blocks:  # no preemption: vector path
-                if total == len(n):  # all decoding: those crossing a block boundary get one block each
+                if spec is None and total == len(n):  # all decoding: those crossing a block boundary get one
                     self._give_blocks(slots, alloc.nonzero()[0], 1)
-                else:
-                    decode = n == 1  # decodes as above, in one call; prefill chunks one at a time
-                    self._give_blocks(slots, (decode & alloc).nonzero()[0], 1)
+                else:  # decodes as above, in one call (speculating: maybe several blocks each); prefill
+                    decode = n == 1 if spec is None else decoding  # chunks one at a time
+                    give = (decode & alloc).nonzero()[0]
+                    self._give_blocks(slots, give, 1 if spec is None else grow[give])
                     for i in (~decode & (alloc | (n > 1))).nonzero()[0].tolist():
                         self._allocate(self.running[i], int(n[i]))
                 if total <= budget:
@@ -183,12 +214,14 @@ class Scheduler(BulkDecodeMixin):
                     seqs = [s for s, k in zip(self.running, keep.tolist()) if k]
                     num_new = n[keep].tolist()
                 budget -= int(np.add.reduce(n))
-            elif total == len(n):  # all decoding: a block each for those crossing a boundary, in order
+            elif spec is None and total == len(n):  # all decoding: a block each for those crossing a boundary
                 preempted = self._preempt_for_decodes(slots, alloc.nonzero()[0])
                 seqs, num_new = list(self.running), [1] * len(self.running)
                 budget -= len(seqs)
             else:
                 budget = self._schedule_running_with_preemption(budget, n, grow, seqs, num_new, preempted)
+            if decoding is not None:  # of the running requests scheduled (a prefix or those with n > 0)
+                decoding = decoding[n > 0][:len(seqs)]
         if not preempted:
             budget = self._admit(budget, seqs, num_new)
         # seqs is a subsequence of running, in order: equal lengths mean equal lists
@@ -196,7 +229,12 @@ class Scheduler(BulkDecodeMixin):
         new = np.asarray(num_new, np.int64)
         context = self.computed[slots]
         self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())
-        return SchedulerOutput(seqs, slots, new, context, new, context, preempted)
+        out = SchedulerOutput(seqs, slots, new, context, new, context, preempted)
+        if spec is not None:
+            decoding = np.zeros(len(seqs), bool) if decoding is None else np.concatenate(
+                [decoding, np.zeros(len(seqs) - len(decoding), bool)])  # admitted requests prefill
+            out.decoding, out.num_drafts = decoding, np.where(decoding, new - 1, 0)
+        return out
 
     def _preempt_for_decodes(self, slots: np.ndarray, needy: np.ndarray) -> list[Sequence]:
         """Everyone running decodes and ``self.running[needy]`` need a block each, more than are free.
@@ -267,8 +305,10 @@ class Scheduler(BulkDecodeMixin):
     def update_from_output(self, out: SchedulerOutput, step_idx: int, end_s: float) -> tuple[np.ndarray,
                                                                                             list[Sequence]]:
         """Apply a finished step: count computed tokens, sample a token where a request's KV caught up,
-        extend its run of token times, finish requests that reached max_tokens. Returns (which of
-        ``out.seqs`` produced a token, finished sequences)."""
+        extend its run of token times, finish requests that reached max_tokens. Returns (how many tokens
+        each of ``out.seqs`` produced: a bool array, or counts when speculating; finished sequences)."""
+        if out.num_drafts is not None:
+            return self._update_speculative(out, step_idx, end_s)
         slots = out.slots
         computed = self.computed[slots] + out.num_new
         self.computed[slots] = computed
@@ -279,10 +319,41 @@ class Scheduler(BulkDecodeMixin):
         done = pslots[self.num_tokens[pslots] >= self.limit[pslots]]
         return produced, [self._finish(self._by_slot[s], end_s) for s in done.tolist()]
 
-    def _extend_runs(self, slots: np.ndarray, step_idx: int, count: int, first_end_s: float) -> None:
-        """Slots produced one token per step for ``count`` steps from ``step_idx``: extend their open runs
-        of consecutive steps, or open new ones (a first token, a token after a gap)."""
-        self.generation_tokens += len(slots) * count
+    def _update_speculative(self, out: SchedulerOutput, step_idx: int, end_s: float) -> tuple[np.ndarray,
+                                                                                             list[Sequence]]:
+        """``update_from_output`` with drafts: each decode keeps its accepted drafts (drawn) and gives the
+        rejected slots back (``num_computed_tokens -= num_rejected``); its token and accepted drafts are
+        output, at most up to max_tokens (vLLM counts the accepted before that cut, as here)."""
+        slots, drafts = out.slots, out.num_drafts
+        decoding = out.decoding
+        accepted = draw_accepted(self.rng, self.spec.acceptance_rate, drafts[decoding])
+        computed = self.computed[slots] + out.num_new
+        computed[decoding] -= drafts[decoding] - accepted
+        self.computed[slots] = computed
+        verified = decoding & (drafts > 0)
+        self.spec_num_drafts += int(np.count_nonzero(verified))
+        self.spec_num_draft_tokens += int(drafts.sum())
+        self.spec_num_accepted_tokens += int(accepted.sum())
+        num_tokens = self.num_tokens[slots]
+        counts = np.minimum(np.maximum(computed - num_tokens + 1, 0), self.limit[slots] - num_tokens)
+        produced = counts > 0
+        pslots = slots[produced]
+        self.num_tokens[pslots] += counts[produced]
+        self._extend_runs(pslots, step_idx, 1, end_s, counts[produced])
+        done = pslots[self.num_tokens[pslots] >= self.limit[pslots]]
+        return counts, [self._finish(self._by_slot[s], end_s) for s in done.tolist()]
+
+    def _extend_runs(self, slots: np.ndarray, step_idx: int, count: int, first_end_s: float,
+                     tokens: np.ndarray | None = None) -> None:
+        """Slots produced one token per step for ``count`` steps from ``step_idx`` (or, speculating, one
+        step with ``tokens[i]`` tokens each): extend their open runs of consecutive steps, or open new ones
+        (a first token, a token after a gap)."""
+        if tokens is None:
+            self.generation_tokens += len(slots) * count
+        else:
+            self.generation_tokens += int(tokens.sum())
+            for slot, n in zip(slots.tolist(), tokens.tolist()):
+                self._by_slot[slot].step_tokens.append(n)
         fresh = slots[self.seg_next[slots] != step_idx]
         for slot in fresh.tolist():
             seq = self._by_slot[slot]

@@ -10,7 +10,9 @@ engine: one process that takes each sent request for that long (HTTP, chat templ
 the engine core), one at a time in send order, while the engine runs; a burst of short requests then waits
 for the API server, not the GPU (vLLM v0.19.0's ``--api-server-count`` runs several to scale this out). The
 default 0 is the engine alone. Decode stretches run in bulk (exactly, see
-``LLMEngine._run_decode_steps``); ``bulk=False`` steps one at a time (for checking).
+``LLMEngine._run_decode_steps``; not while speculating); ``bulk=False`` steps one at a time (for checking).
+A request's ITLs are the gaps between its chunks (steps that gave it tokens), as vLLM's benchmark measures
+them; with speculative decoding a step gives several tokens, so ITL > TPOT (``text_chunks`` per request).
 """
 from __future__ import annotations
 
@@ -219,17 +221,18 @@ def _request_table(engine: LLMEngine, num_prompts: int) -> pd.DataFrame:
     col = engine.request_columns([str(i) for i in range(num_prompts)])
     arrival, scheduled, first, finish = (col[c] for c in ("arrival_s", "scheduled_s", "first_token_s",
                                                           "finish_s"))
-    output = col["output_tokens"]
+    output, chunks = col["output_tokens"], col["text_chunks"]
     ttft, e2el = first - arrival, finish - arrival
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
-    gaps = np.diff(col["token_times_s"])
-    starts = np.cumsum(output) - output
+    gaps = np.diff(col["chunk_times_s"])  # ITL between chunks (steps that gave tokens), as vLLM measures it
+    starts = np.cumsum(chunks) - chunks
     return pd.DataFrame({
         "request_id": [str(i) for i in range(num_prompts)], "prompt_tokens": col["prompt_tokens"],
-        "output_tokens": output, "arrival_s": arrival, "scheduled_s": scheduled, "first_token_s": first,
-        "finish_s": finish, "queue_s": scheduled - arrival, "ttft_s": ttft, "e2el_s": e2el, "tpot_s": tpot,
-        "itls_s": [gaps[s:s + max(n - 1, 0)] for s, n in zip(starts.tolist(), output.tolist())],
+        "output_tokens": output, "text_chunks": chunks, "arrival_s": arrival, "scheduled_s": scheduled,
+        "first_token_s": first, "finish_s": finish, "queue_s": scheduled - arrival, "ttft_s": ttft,
+        "e2el_s": e2el, "tpot_s": tpot,
+        "itls_s": [gaps[s:s + max(n - 1, 0)] for s, n in zip(starts.tolist(), chunks.tolist())],
         "num_preemptions": col["num_preemptions"],
         "cached_prompt_tokens": col["num_cached_prompt_tokens"]})
 
@@ -263,4 +266,18 @@ def _summary(engine: LLMEngine, requests: pd.DataFrame, timeseries: pd.DataFrame
         if stats.prefix_cache_queries else 0.0,
         "num_preemptions": stats.num_preemptions,
     })
+    spec = config.speculative_config
+    if spec is not None:  # vLLM's spec_decode figures (its log: mean acceptance length, acceptance rate)
+        drafts = stats.spec_num_drafts
+        summary.update({
+            "num_speculative_tokens": spec.num_speculative_tokens,
+            "spec_acceptance_rate": spec.acceptance_rate,
+            "spec_draft_cost_ratio": spec.draft_cost_ratio,
+            "spec_num_drafts": drafts,
+            "spec_num_draft_tokens": stats.spec_num_draft_tokens,
+            "spec_num_accepted_tokens": stats.spec_num_accepted_tokens,
+            "spec_mean_acceptance_length": 1 + stats.spec_num_accepted_tokens / drafts if drafts else 1.0,
+            "spec_draft_acceptance_rate": stats.spec_num_accepted_tokens / stats.spec_num_draft_tokens
+            if stats.spec_num_draft_tokens else 0.0,
+        })
     return summary

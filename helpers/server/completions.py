@@ -1,5 +1,9 @@
 """One completion request, from validated body to engine to response (streamed or whole).
 
+A stream sends one chunk per engine step that gave the request tokens: one token, or with speculative
+decoding all the tokens the step accepted, their text concatenated in one ``delta`` (as vLLM's OpenAI server
+streams them; a step that ends the reasoning gives a reasoning chunk and an answer chunk).
+
 Notebook 04 (流式输出与 TTFT) reads the ``timing`` field this adds: the simulated figures of the request in
 GPU seconds (``ttft_s``, ``tpot_s``, ``e2e_s``, ``queue_s``, preemptions, cached prompt tokens) and the
 server's own wall-clock view (``server_ttft_s``, ``server_e2e_s``: request received → first / last content
@@ -37,19 +41,16 @@ class Job:
     num_top_logprobs: int | None = None  # None: no logprobs asked for
     created: int = field(default_factory=lambda: int(time.time()))
 
-    def logprobs_of(self, position: int, text_offset: int) -> dict | None:
-        """The ``logprobs`` object of a stream chunk carrying the token at ``position``."""
+    def logprobs_of(self, position: int, count: int, text_offset: int) -> dict | None:
+        """The ``logprobs`` object of the ``count`` tokens from ``position`` on (a stream chunk's or, from
+        0, a whole choice's), the first one at ``text_offset``."""
         if self.num_top_logprobs is None:
             return None
-        lp = token_logprob(self.reply.pieces[position], position, self.num_top_logprobs)
-        return {"content": [chat_entry(lp)]} if self.chat else completion_logprobs([lp], text_offset)
-
-    def all_logprobs(self) -> dict | None:
-        """The ``logprobs`` object of a whole (non-streamed) choice."""
-        if self.num_top_logprobs is None:
-            return None
-        lps = [token_logprob(p, i, self.num_top_logprobs) for i, p in enumerate(self.reply.pieces)]
-        return {"content": [chat_entry(lp) for lp in lps]} if self.chat else completion_logprobs(lps, 0)
+        pieces = self.reply.pieces
+        lps = [token_logprob(pieces[i], i, self.num_top_logprobs) for i in range(position, position + count)]
+        if not self.chat:
+            return completion_logprobs(lps, text_offset)
+        return {"content": [chat_entry(lp) for lp in lps]}
 
 
 def check_context(prompt_tokens: int, max_tokens: int | None, max_model_len: int) -> int:
@@ -132,6 +133,7 @@ async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes |
         return
     drop_after = job.fault.disconnect_after_tokens if job.fault else None
     pieces, num_reasoning = job.reply.pieces, job.reply.num_reasoning
+    last = len(pieces) if drop_after is None else min(len(pieces), max(drop_after, 1))  # tokens to send
     stream = await _submit(job, driver)
     sent, text_offset, first_wall_s, complete = 0, 0, None, False
     try:
@@ -147,12 +149,14 @@ async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes |
                 if isinstance(item, Exception):  # the 200 is out: say so in the stream, as vLLM does
                     yield b"".join(out) + enc.error(_failed(item).body()) + DONE
                     return
-                for _ in range(min(item[0], len(pieces) - sent)):
-                    piece = pieces[sent]
-                    logprobs = job.logprobs_of(sent, text_offset)
-                    out.append(enc.token(piece, reasoning=sent < num_reasoning, logprobs=logprobs))
-                    sent += 1
-                    text_offset += len(piece)
+                count = min(item[0], last - sent)
+                while count > 0:  # a step's tokens in one chunk (one of each kind if it ends the reasoning)
+                    reasoning = sent < num_reasoning
+                    n = min(count, num_reasoning - sent) if reasoning else count
+                    text = "".join(pieces[sent:sent + n])
+                    logprobs = job.logprobs_of(sent, n, text_offset)
+                    out.append(enc.token(text, reasoning=reasoning, logprobs=logprobs))
+                    sent, text_offset, count = sent + n, text_offset + len(text), count - n
                     if drop_after is not None and sent >= drop_after:
                         yield b"".join(out)
                         yield None
@@ -205,14 +209,14 @@ async def run_to_completion(job: Job, driver: EngineDriver) -> dict | None:
         choice = {
             "index": 0,
             "message": message,
-            "logprobs": job.all_logprobs(),
+            "logprobs": job.logprobs_of(0, len(reply.pieces), 0),
             "finish_reason": reply.finish_reason,
         }
     else:
         choice = {
             "index": 0,
             "text": reply.content_text,
-            "logprobs": job.all_logprobs(),
+            "logprobs": job.logprobs_of(0, len(reply.pieces), 0),
             "finish_reason": reply.finish_reason,
         }
     return {

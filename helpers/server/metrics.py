@@ -114,14 +114,22 @@ class _EngineCollector:
             "vllm:prompt_tokens": ("Prefill tokens processed.", lambda s: s.prompt_tokens),
             "vllm:generation_tokens": ("Generation tokens produced.", lambda s: s.generation_tokens),
         }
+        # only for engines that speculate, as vLLM registers them (vllm/v1/spec_decode/metrics.py, v0.19.0)
+        spec_counters = {
+            "vllm:spec_decode_num_drafts": ("Verify steps with drafts.", lambda s: s.spec_num_drafts),
+            "vllm:spec_decode_num_draft_tokens": ("Draft tokens.", lambda s: s.spec_num_draft_tokens),
+            "vllm:spec_decode_num_accepted_tokens": ("Accepted.", lambda s: s.spec_num_accepted_tokens),
+        }
         snapshot = {name: (driver, driver.engine.stats()) for name, driver in self._drivers.items()}
         for metric, (doc, read) in gauges.items():
             family = GaugeMetricFamily(metric, doc, labels=_LABEL)
             for name, (driver, stats) in snapshot.items():
                 family.add_metric([name], float(read(driver, stats)))
             yield family
-        for metric, (doc, read) in counters.items():
-            family = CounterMetricFamily(metric, doc, labels=_LABEL)
-            for name, (_, stats) in snapshot.items():
-                family.add_metric([name], float(read(stats)))
-            yield family
+        speculating = {n: v for n, v in snapshot.items() if v[0].engine.config.speculative_config}
+        for table, engines in ((counters, snapshot), (spec_counters, speculating)):
+            for metric, (doc, read) in table.items() if engines else ():
+                family = CounterMetricFamily(metric, doc, labels=_LABEL)
+                for name, (_, stats) in engines.items():
+                    family.add_metric([name], float(read(stats)))
+                yield family
