@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.config import EngineConfig
 from helpers.engine.simulate import simulate, simulate_requests
 from helpers.hardware import load_gpu
@@ -78,13 +77,9 @@ def fidelity_split(setups: Iterable[str]) -> dict[str, str]:
 def engine_config(row: pd.Series) -> EngineConfig:
     """The engine a setup ran: vLLM's defaults, with its batch limits for this GPU (``vllm serve`` for
     ``serve``, the offline ``LLM`` class for ``latency``) and ``max_model_len`` = the model's context."""
-    model = load_model(row["model"])
-    usage = "openai" if row["benchmark"] == "serve" else "llm"
-    limits = vllm_batch_defaults(row["gpu"], usage, model.max_position_embeddings)
-    return EngineConfig(model=row["model"], dtype=row["dtype"],
-                        tensor_parallel_size=int(row["tensor_parallel_size"]),
-                        max_num_batched_tokens=limits.max_num_batched_tokens,
-                        max_num_seqs=limits.max_num_seqs)
+    config = EngineConfig(model=row["model"], dtype=row["dtype"],
+                          tensor_parallel_size=int(row["tensor_parallel_size"]))
+    return config.for_gpu(row["gpu"], usage_context="openai" if row["benchmark"] == "serve" else "llm")
 
 
 def caveats(row: pd.Series) -> str:
@@ -151,8 +146,10 @@ def simulate_setup(row: pd.Series, efficiency: Efficiency = Efficiency()) -> dic
         ins, outs = sharegpt_like_lengths(n, float(row["input_len"]), float(row["output_len"]))
         rng = np.random.default_rng([n, 12])
         prompts = [rng.integers(0, 32000, int(k)) for k in ins]
+        rate = _optional(row["request_rate"])  # Poisson sends, as simulate() makes them; else all at once
+        send_at_s = None if rate is None else np.cumsum(rng.exponential(1.0 / rate, n))
         result = simulate_requests(engine_config(row), row["gpu"], prompts, outs, concurrency=concurrency,
-                                   **knobs)
+                                   send_at_s=send_at_s, **knobs)
     else:
         result = simulate(engine_config(row), row["gpu"], num_prompts=n, input_len=int(row["input_len"]),
                           output_len=int(row["output_len"]), concurrency=concurrency,

@@ -21,8 +21,9 @@ does not overlap the compute in vLLM's TP forward pass, so it adds to the step.
 
 Default efficiencies (NOTES.md, "A roofline step-time model"): MFU 0.5 (others use 0.5–0.65 for prefill),
 MBU 0.75 (others use 0.7–0.8), 2 ms per-step overhead (scheduling, sampling, launches: 0.5–4 ms).
-All-reduce latency 20 µs per call: fitted on the fidelity table's tensor-parallel rows (notebook 11,
-``benchmarks/fidelity.py``), in the range NCCL and vLLM's custom all-reduce reach for small messages.
+All-reduce latency 20 µs per call: the value the one-set calibration on the fit half of the fidelity table
+picks (notebook 11, ``benchmarks/fidelity.py``; its one tensor-parallel fit row is Mixtral TP2, the Llama-70B
+TP4 row is held out), in the range NCCL and vLLM's custom all-reduce reach for small messages.
 """
 from __future__ import annotations
 

@@ -65,8 +65,9 @@ def _args(key: str, value: Any) -> list[str]:
 
 def _vllm_value(key: str, value: Any) -> Any:
     """The value as vLLM takes it: a ``speculative_config`` without the simulator-only keys."""
-    if _flag(key) == "--speculative-config" and isinstance(value, dict):
-        return {k: v for k, v in value.items() if k not in SIMULATOR_ONLY_KEYS}
+    if _flag(key) == "--speculative-config" and isinstance(value, str | dict):
+        spec = json.loads(value) if isinstance(value, str) else value
+        return {k: v for k, v in spec.items() if k not in SIMULATOR_ONLY_KEYS}
     return value
 
 

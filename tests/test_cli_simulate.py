@@ -38,3 +38,12 @@ def test_runs_as_a_module():
                            "2", "--input-len", "64", "--output-len", "4"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert proc.returncode == 0 and "Successful requests:" in proc.stdout
+
+
+def test_a_config_without_a_token_budget_gets_vllms_default_for_the_gpu(tmp_path, capsys):
+    config = tmp_path / "minimal.yaml"
+    config.write_text("model: llama-2-13b\nmax-model-len: 4096\nmax-num-seqs: 128\n", encoding="utf-8")
+    code = main(["simulate", "--config", str(config), "--gpu", "a100-80gb", "--concurrency", "16",
+                 "--num-prompts", "32", "--input-len", "512", "--output-len", "64"])
+    assert code == 0
+    assert "max_num_batched_tokens = 2,048" in capsys.readouterr().out  # vLLM's A100 default, not 8192

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import fidelity
 from helpers.fidelity import (
     COLUMNS,
     METRICS,
@@ -133,11 +134,19 @@ def test_per_gpu_calibration_fits_each_gpu_on_its_own_rows(published: pd.DataFra
         published[published["gpu"] == "a100-40gb"], expected)["simulated"].tolist()
 
 
-def test_calibration_simulates_a_setup_once_per_knobs_that_affect_it(published: pd.DataFrame) -> None:
-    rows = published[published["setup"] == "ci-h200-llama8b-tp1"]  # latency, TP 1: API and TP knobs inert
-    _, grid = calibrate_efficiency(rows, mfu=(0.5,), mbu=(0.75,), overhead_s=(0.002,),
-                                   allreduce_latency_s=(1e-5, 3e-5), api_server_s_per_request=(0.0, 0.05))
-    assert len(grid) == 4 and grid["fit_loss"].nunique() == 1
+def test_calibration_simulates_a_setup_once_per_knobs_that_affect_it(published: pd.DataFrame,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[str] = []
+    real = fidelity.simulate_setup
+    monkeypatch.setattr(fidelity, "simulate_setup",
+                        lambda row, eff: runs.append(row["setup"]) or real(row, eff))
+    latency_tp1 = published[published["setup"] == "ci-h200-llama8b-tp1"]  # API and TP knobs inert
+    serve = published[published["setup"] == "gs-a100-qwen3-14b-128"]  # the API knob matters, TP does not
+    _, grid = calibrate_efficiency(pd.concat([latency_tp1, serve]), mfu=(0.5,), mbu=(0.75,),
+                                   overhead_s=(0.002,), allreduce_latency_s=(1e-5, 3e-5),
+                                   api_server_s_per_request=(0.0, 0.05))
+    assert len(grid) == 4
+    assert runs.count("ci-h200-llama8b-tp1") == 1 and runs.count("gs-a100-qwen3-14b-128") == 2
 
 
 def test_the_api_server_and_tensor_parallel_knobs_move_the_rows_they_should(published: pd.DataFrame) -> None:

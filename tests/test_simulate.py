@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from helpers.engine import EngineConfig
-from helpers.engine.simulate import simulate
+from helpers.engine.simulate import simulate, simulate_requests
 from helpers.metrics import summarize
 from helpers.models import load_model
 from helpers.roofline import decode_tokens_per_s_ceiling
@@ -135,7 +135,20 @@ def test_the_api_server_takes_requests_one_at_a_time_before_the_engine():
     # request i reaches the engine (i + 1) x 10 ms after it was sent: TTFT grows along the burst
     ttft = fronted.requests.sort_values("arrival_s")["ttft_s"].to_numpy()
     assert (ttft[1:] > ttft[:-1] - 1e-9).sum() >= 45 and ttft[0] >= 0.01 and ttft[-1] >= 0.5
-    again = simulate(config, "h100-sxm", api_server_s_per_request=0.0, **burst)
-    assert again.summary == alone.summary
     with pytest.raises(ValueError, match="api_server_s_per_request"):
         simulate(config, "h100-sxm", api_server_s_per_request=-1, **burst)
+
+
+def test_requests_sent_out_of_index_order_keep_their_own_prompts():
+    config = EngineConfig(model="llama-2-7b")
+    result = simulate_requests(config, "a100-80gb", [[1] * 100, [2] * 500, [3] * 50], [10, 20, 5],
+                               send_at_s=[1.0, 0.0, 0.5])
+    table = result.requests.set_index("request_id")
+    assert table["prompt_tokens"].tolist() == [100, 500, 50]
+    assert table["output_tokens"].tolist() == [10, 20, 5]
+    assert table["arrival_s"].tolist() == [1.0, 0.0, 0.5]
+    fronted = simulate_requests(config, "a100-80gb", [[1] * 100, [2] * 500, [3] * 50], [10, 20, 5],
+                                send_at_s=[1.0, 0.0, 0.5], api_server_s_per_request=0.2)
+    ttft = fronted.requests.set_index("request_id")["ttft_s"]
+    assert ttft["1"] >= 0.2 and ttft["2"] >= 0.2 and ttft["0"] >= 0.2  # served first come, first served
+    assert ttft["0"] < 0.2 + 0.2 + 0.1  # sent last at 1.0 s, the API server was free again by then

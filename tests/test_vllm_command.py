@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -93,3 +94,6 @@ def test_a_speculative_config_reaches_vllm_without_the_simulator_only_keys():
     assert words[3:] == ["--speculative-config",
                          '{"method":"draft_model","model":"meta-llama/Llama-3.2-1B","num_speculative_tokens":4}']
     assert EngineConfig(speculative_config=spec).speculative_config.acceptance_rate == 0.7
+    as_json = shlex.split(serve_command({"model": "meta-llama/Llama-3.1-8B",
+                                         "speculative_config": json.dumps(spec)}))
+    assert as_json[3:] == words[3:]  # the JSON-string form loses the simulator-only keys too

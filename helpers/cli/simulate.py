@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         if key == "request_throughput" and slo_ms:
             print(f"{'Request goodput (req/s):':<40}{s['request_goodput']:>20.2f}")
             print(f"{'SLO attainment:':<40}{s['slo_attainment']:>20.1%}")
-    note = itl_note(result, config)
+    note = itl_note(result, config.replace(max_num_batched_tokens=s["max_num_batched_tokens"]))
     if note:
         print(note)
     if config.not_simulated:

@@ -191,17 +191,19 @@ class EngineConfig:
                              f"leaving the default on; write {fixes} instead, or leave a default alone")
         return cls.from_dict(options, source=path.name)
 
-    def for_gpu(self, gpu: GPUSpec | str, max_model_len: int | None = None) -> EngineConfig:
+    def for_gpu(self, gpu: GPUSpec | str, max_model_len: int | None = None, *,
+                usage_context: str = "openai") -> EngineConfig:
         """This config with ``max_num_seqs`` / ``max_num_batched_tokens`` filled in where None, as vLLM
-        v0.19.0's ``vllm serve`` defaults them on ``gpu`` (``vllm_batch_defaults``), for a context of
-        ``max_model_len`` (default: this config's, else the model's)."""
+        v0.19.0 defaults them on ``gpu`` (``vllm_batch_defaults``; ``usage_context`` "openai" is
+        ``vllm serve``, "llm" the offline ``LLM`` class), for a context of ``max_model_len`` (default:
+        this config's, else the model's)."""
         if self.max_num_seqs is not None and self.max_num_batched_tokens is not None:
             return self
         if max_model_len is None:
             from helpers.models import load_model
 
             max_model_len = self.max_model_len or load_model(self.model).max_position_embeddings
-        limits = vllm_batch_defaults(gpu, "openai", max_model_len,
+        limits = vllm_batch_defaults(gpu, usage_context, max_model_len,
                                      enable_chunked_prefill=self.enable_chunked_prefill,
                                      max_num_batched_tokens=self.max_num_batched_tokens,
                                      max_num_seqs=self.max_num_seqs)

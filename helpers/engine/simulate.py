@@ -166,6 +166,17 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
         api_free_s = max(t, api_free_s) + api_server_s
         return api_free_s, i
 
+    read_ahead: dict[int, tuple[np.ndarray, list[int]]] = {}  # prompts of requests not sent yet
+    num_read = 0
+
+    def prompt_of(i: int) -> tuple[np.ndarray, list[int]]:
+        """Request ``i``'s prompt: ``prompts`` yields them in index order, requests may be sent out of it."""
+        nonlocal num_read
+        while i not in read_ahead:
+            read_ahead[num_read] = next(prompts)
+            num_read += 1
+        return read_ahead.pop(i)
+
     first = sorted(range(min(limit, num_prompts)), key=lambda i: float(scheduled_s[i]))
     pending = [send(t0 + float(scheduled_s[i]), i) for i in first]
     heapq.heapify(pending)
@@ -175,7 +186,7 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
     while True:
         while pending and pending[0][0] <= engine.now_s:
             _, i = heapq.heappop(pending)
-            prompt, hashes = next(prompts)
+            prompt, hashes = prompt_of(i)
             engine.add_request(Request(id_prefix + str(i), prompt, int(output_lens[i]),
                                        arrival_time_s=float(sent_s[i])), block_hashes=hashes)
         if not engine.has_unfinished_requests():
