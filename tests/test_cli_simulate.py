@@ -47,3 +47,15 @@ def test_a_config_without_a_token_budget_gets_vllms_default_for_the_gpu(tmp_path
                  "--num-prompts", "32", "--input-len", "512", "--output-len", "64"])
     assert code == 0
     assert "max_num_batched_tokens = 2,048" in capsys.readouterr().out  # vLLM's A100 default, not 8192
+
+
+def test_the_api_server_option_puts_a_queue_in_front_of_the_engine(tmp_path, capsys):
+    runs = {}
+    for ms in (0, 20):
+        out = tmp_path / f"api{ms}.json"
+        assert main(["simulate", "--config", CONFIG_B, "--gpu", "h100-sxm", "--num-prompts", "50",
+                     "--input-len", "16", "--output-len", "2", "--api-server-ms", str(ms),
+                     "--result-json", str(out)]) == 0
+        runs[ms] = json.loads(out.read_text())
+    assert runs[0]["api_server_s_per_request"] == 0 and runs[20]["api_server_s_per_request"] == 0.02
+    assert runs[0]["duration"] < 0.5 <= 50 * 0.02 <= runs[20]["duration"]  # 50 requests, 20 ms each

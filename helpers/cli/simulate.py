@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-prefix", type=int, default=0, help="tokens every prompt starts with")
     parser.add_argument("--range-ratio", type=float, default=0.0, help="lengths uniform in len*(1±r)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--api-server-ms", type=float, default=0.0,
+                        help="ms the API server spends on each request before the engine sees it, one at a "
+                             "time (0: the engine alone; notebook 11 fits ~30 ms for vLLM v0.11.0)")
     parser.add_argument("--goodput", nargs="+", metavar="KEY:MS", default=None,
                         help="SLO limits in ms, as vLLM's bench serve takes them: ttft:1000 tpot:50"
                              " e2el:20000; adds request_goodput (requests meeting every limit per second)")
@@ -103,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         result = simulate(config, args.gpu, num_prompts=args.num_prompts, input_len=args.input_len,
                           output_len=args.output_len, concurrency=args.concurrency,
                           request_rate=args.request_rate, shared_prefix_len=args.shared_prefix,
-                          range_ratio=args.range_ratio, seed=args.seed)
+                          range_ratio=args.range_ratio, seed=args.seed,
+                          api_server_s_per_request=args.api_server_ms / 1000)
         result = with_goodput(result, slo_ms) if slo_ms else result
     except (ValueError, FileNotFoundError) as exc:
         return fail(str(exc))

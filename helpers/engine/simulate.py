@@ -125,7 +125,8 @@ def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequenc
         rows = _run(engine, _hashed_prompts([list(map(np.asarray, prompts))], block_size),
                     np.asarray(output_lens), scheduled_s, concurrency, bulk,
                     api_server_s=api_server_s_per_request)
-        return _result(engine, rows, len(prompts), concurrency, None if send_at_s is None else "given")
+        return _result(engine, rows, len(prompts), concurrency, None if send_at_s is None else "given",
+                       api_server_s_per_request)
 
 
 def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_len: int, output_len: int,
@@ -142,7 +143,7 @@ def _simulate(config: EngineConfig, gpu: GPUSpec | str, num_prompts: int, input_
     else:
         scheduled_s = np.cumsum(np.random.default_rng([seed, 3]).exponential(1.0 / request_rate, num_prompts))
     rows = _run(engine, prompts, output_lens, scheduled_s, concurrency, bulk, api_server_s=api_server_s)
-    return _result(engine, rows, num_prompts, concurrency, request_rate)
+    return _result(engine, rows, num_prompts, concurrency, request_rate, api_server_s)
 
 
 def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], output_lens: np.ndarray,
@@ -213,10 +214,11 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
 
 
 def _result(engine: LLMEngine, rows: list[tuple], num_prompts: int, concurrency: int | None,
-            request_rate: float | str | None) -> SimulationResult:
+            request_rate: float | str | None, api_server_s: float) -> SimulationResult:
     requests = _request_table(engine, num_prompts)
     timeseries = pd.DataFrame(rows, columns=TIMESERIES_COLUMNS)
     summary = _summary(engine, requests, timeseries, num_prompts, concurrency, request_rate)
+    summary["api_server_s_per_request"] = api_server_s
     return SimulationResult(requests, timeseries, summary)
 
 
