@@ -48,7 +48,10 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *,
         held = comp.loc[comp["split"] == "held_out", "error"]
         held_text = f", held out {float(np.median(np.abs(held))):.0%}" if len(held) else ""
         ax.set_title(f"{title}\nmedian |error| {median:.0%} (all rows){held_text}", fontsize=10)
-        ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    legend = {}  # one legend for all panels, below them, so that it hides no point
+    for ax in axes[0]:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=5, fontsize=8, frameon=False)
     plt.close(fig)
     return fig
