@@ -63,9 +63,9 @@ def _request_line(r: dict) -> str:
 
 check_goodput = NumberExercise(
     id="09.1", name="check_goodput", unit="个/秒", rel_tol=0.01,
-    prompt=(f"**练习 09.1 · goodput**\n\n一次压测从发出第一个请求到最后一个请求结束共 {GOODPUT_DURATION_S:g} s，"
-            f"其间跑完下面 {len(GOODPUT_REQUESTS)} 个请求（有的同时在跑；`from helpers import GOODPUT_REQUESTS`，"
-            "时间单位是秒）。"
+    prompt=(f"**练习 09.1 · goodput**\n\n一次压测从发出第一个请求到最后一个请求结束共 "
+            f"{GOODPUT_DURATION_S:g} s，其间跑完下面 {len(GOODPUT_REQUESTS)} 个请求（有的同时在跑；"
+            "`from helpers import GOODPUT_REQUESTS`，时间单位是秒）。"
             "用 vLLM 的 "
             f"`--goodput ttft:{GOODPUT_LIMITS_MS['ttft']:g} tpot:{GOODPUT_LIMITS_MS['tpot']:g}`，"
             "`request_goodput` 是多少（好请求/秒）？\n\n| 结果 | TTFT (ms) | E2E (ms) | 输出 token |\n"

@@ -50,7 +50,8 @@ def plot_goodput_knee(table: pd.DataFrame, *, x: str = "request_rate", title: st
     ax.set_xlabel(xlabel if x == "request_rate" else x.replace("_", " "), **font)
     ylabel, _ = _text("请求/秒", "requests/s")
     ax.set_ylabel(ylabel, **font)
-    default, _ = _text("吞吐量到拐点后不再上升，goodput 却掉下去", "Throughput levels off past the knee; goodput falls")
+    default, _ = _text("吞吐量到拐点后不再上升，goodput 却掉下去",
+                       "Throughput levels off past the knee; goodput falls")
     ax.set_title(title or default, **font)
     ax.grid(True, alpha=0.3)
     ax.legend(prop={"family": font["fontfamily"]} if font else None)
@@ -73,9 +74,11 @@ def plot_pareto(table: pd.DataFrame, *, label: str = "label", title: str | None 
         for _, row in front.iterrows():
             ax.annotate(str(row[label]), (row["tokens_per_s_per_user"], row["tokens_per_s_per_gpu"]),
                         xytext=(4, 4), textcoords="offset points", fontsize=7)
-    ax.set_xlabel(_text("tokens/s per user（每个用户的回复流速）", "tokens/s per user (how fast each reply streams)")[0],
-                  **font)
-    ax.set_ylabel(_text("tokens/s per GPU（每张卡的产出）", "tokens/s per GPU (what the card earns)")[0], **font)
+    xlabel, _ = _text("tokens/s per user（每个用户的回复流速）",
+                      "tokens/s per user (how fast each reply streams)")
+    ylabel, _ = _text("tokens/s per GPU（每张卡的产出）", "tokens/s per GPU (what the card earns)")
+    ax.set_xlabel(xlabel, **font)
+    ax.set_ylabel(ylabel, **font)
     ax.set_title(title or _text("每用户速度与每 GPU 吞吐", "Per-user speed vs per-GPU throughput")[0], **font)
     ax.grid(True, alpha=0.3)
     ax.legend(prop={"family": font["fontfamily"]} if font else None)
