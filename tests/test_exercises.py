@@ -116,10 +116,14 @@ def test_weights_forgotten_is_named_for_the_capacity_question() -> None:
 
 
 def test_goodput_limits_are_inclusive_and_a_one_token_request_is_good() -> None:
+    from helpers.exercises.ex09 import GOODPUT_DURATION_S, GOODPUT_REQUESTS
+
     check = helpers.check_goodput  # rows 2 and 3 sit exactly on a limit; row 6 has one output token
-    assert check.judge(2.0).passed
-    assert check.judge(1.0).mistake == "strict_limit"
-    assert check.judge(1.5).mistake == "one_token_bad"
+    assert check.judge(4 / GOODPUT_DURATION_S).passed  # rows 1, 2, 3 and the one-token row 6 are good
+    assert check.judge(2 / GOODPUT_DURATION_S).mistake == "strict_limit"
+    assert check.judge(3 / GOODPUT_DURATION_S).mistake == "one_token_bad"
+    # the benchmark lasts at least as long as its longest request
+    assert GOODPUT_DURATION_S >= max(r["e2el_s"] for r in GOODPUT_REQUESTS if r["success"])
 
 
 def test_slo_winner_and_4090_fit_follow_the_helpers() -> None:

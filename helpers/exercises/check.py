@@ -45,7 +45,7 @@ class CheckResult:
 
 def _unanswered(exercise: str) -> CheckResult:
     return CheckResult(exercise, "unanswered",
-                       f"📝 练习 {exercise}：未作答。把 `answer = ...` 里的 `...` 换成你的答案，再运行这"
+                       f"练习 {exercise}：未作答。把 `answer = ...` 里的 `...` 换成你的答案，再运行这"
                        f"个单元格。")
 
 
@@ -95,22 +95,22 @@ class NumberExercise:
         if answer is Ellipsis:
             return _unanswered(self.id)
         if isinstance(answer, bool) or not isinstance(answer, Real) or not math.isfinite(float(answer)):
-            return CheckResult(self.id, "invalid", f"⚠️ 练习 {self.id}：请填一个数字（不带引号和单位），"
+            return CheckResult(self.id, "invalid", f"练习 {self.id}：请填一个数字（不带引号和单位），"
                                                    f"例如 `answer = 1234.5`；收到的是 {answer!r}。")
         value = float(answer)
         expected = float(self.expected())
         unit = f" {self.unit}" if self.unit else ""
         if self.close(value, expected):
-            return CheckResult(self.id, "correct", f"✅ 练习 {self.id}：正确！{_fmt(value)}{unit}（参考"
+            return CheckResult(self.id, "correct", f"练习 {self.id}：正确！{_fmt(value)}{unit}（参考"
                                                    f"值 {_fmt(expected)}{unit}，允许误差"
                                                    f" {self.tolerance_text()}）。")
         for mistake in self.mistakes(expected):
             if self.close(value, float(mistake.value)):
-                return CheckResult(self.id, "wrong", f"❌ 练习 {self.id}：{_fmt(value)}{unit} 不对"
+                return CheckResult(self.id, "wrong", f"练习 {self.id}：{_fmt(value)}{unit} 不对"
                                                      f"。{mistake.message}\n提示：{self.hint}", mistake.key)
         side = "偏大" if value > expected else "偏小"
         far = expected and not 0.1 < value / expected < 10
-        return CheckResult(self.id, "wrong", f"❌ 练习 {self.id}：{_fmt(value)}{unit} 不对，{side}"
+        return CheckResult(self.id, "wrong", f"练习 {self.id}：{_fmt(value)}{unit} 不对，{side}"
                                              f"{'（差了一个数量级以上：检查单位）' if far else ''}。"
                                              f"\n提示：{self.hint}")
 
@@ -147,27 +147,27 @@ class ChoiceExercise:
             return _unanswered(self.id)
         if not isinstance(answer, str) or not answer.strip():
             example = "'B'" if self.options else "'https://...'"
-            return CheckResult(self.id, "invalid", f"⚠️ 练习 {self.id}：请填一个字符串（带引号），例如 "
+            return CheckResult(self.id, "invalid", f"练习 {self.id}：请填一个字符串（带引号），例如 "
                                                    f"`answer = {example}`；收到的是 {answer!r}。")
         if self.options:
             return self._judge_option(self.normalise(answer).upper())
         value, expected = self.normalise(answer), self.normalise(self.expected())  # type: ignore[misc]
         if value == expected:
-            return CheckResult(self.id, "correct", f"✅ 练习 {self.id}：正确！`{value}`。")
+            return CheckResult(self.id, "correct", f"练习 {self.id}：正确！`{value}`。")
         for mistake in self.mistakes(expected):
             if value == self.normalise(str(mistake.value)):
-                return CheckResult(self.id, "wrong", f"❌ 练习 {self.id}：`{value}` 不对"
+                return CheckResult(self.id, "wrong", f"练习 {self.id}：`{value}` 不对"
                                                      f"。{mistake.message}\n提示：{self.hint}", mistake.key)
-        return CheckResult(self.id, "wrong", f"❌ 练习 {self.id}：`{value}` 不对。\n提示：{self.hint}")
+        return CheckResult(self.id, "wrong", f"练习 {self.id}：`{value}` 不对。\n提示：{self.hint}")
 
     def _judge_option(self, letter: str) -> CheckResult:
         if letter not in self.options:
-            return CheckResult(self.id, "invalid", f"⚠️ 练习 {self.id}：请从 {', '.join(self.options)} "
+            return CheckResult(self.id, "invalid", f"练习 {self.id}：请从 {', '.join(self.options)} "
                                                    f"中选一个字母，收到的是 {letter!r}。")
         if letter == self.correct:
-            return CheckResult(self.id, "correct", f"✅ 练习 {self.id}：正确！{letter}"
+            return CheckResult(self.id, "correct", f"练习 {self.id}：正确！{letter}"
                                                    f"：{self.options[letter]}")
-        return CheckResult(self.id, "wrong", f"❌ 练习 {self.id}：{letter} 不对。{self.wrong[letter]}\n"
+        return CheckResult(self.id, "wrong", f"练习 {self.id}：{letter} 不对。{self.wrong[letter]}\n"
                                              f"提示：{self.hint}", f"option_{letter}")
 
 

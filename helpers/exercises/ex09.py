@@ -15,7 +15,7 @@ from helpers.cost import usd_per_million_tokens
 from helpers.exercises.check import ChoiceExercise, Mistake, NumberExercise
 
 GOODPUT_LIMITS_MS = {"ttft": 500.0, "tpot": 50.0}
-GOODPUT_DURATION_S = 2.0
+GOODPUT_DURATION_S = 5.0  # from the first send to the last finish: longer than the longest E2E below (4.16 s)
 # Nine requests of one benchmark (seconds; a failed request has no timings).
 GOODPUT_REQUESTS: tuple[dict, ...] = (
     {"success": True, "ttft_s": 0.20, "e2el_s": 4.16, "output_tokens": 100},
@@ -63,8 +63,9 @@ def _request_line(r: dict) -> str:
 
 check_goodput = NumberExercise(
     id="09.1", name="check_goodput", unit="个/秒", rel_tol=0.01,
-    prompt=(f"**练习 09.1 · goodput**\n\n一次压测在 {GOODPUT_DURATION_S:g} s 内跑完下面 "
-            f"{len(GOODPUT_REQUESTS)} 个请求（`from helpers import GOODPUT_REQUESTS`，时间单位是秒）。"
+    prompt=(f"**练习 09.1 · goodput**\n\n一次压测从发出第一个请求到最后一个请求结束共 "
+            f"{GOODPUT_DURATION_S:g} s，其间跑完下面 {len(GOODPUT_REQUESTS)} 个请求（有的同时在跑；"
+            "`from helpers import GOODPUT_REQUESTS`，时间单位是秒）。"
             "用 vLLM 的 "
             f"`--goodput ttft:{GOODPUT_LIMITS_MS['ttft']:g} tpot:{GOODPUT_LIMITS_MS['tpot']:g}`，"
             "`request_goodput` 是多少（好请求/秒）？\n\n| 结果 | TTFT (ms) | E2E (ms) | 输出 token |\n"
@@ -98,7 +99,7 @@ def _cost_mistakes(_: float) -> list[Mistake]:
 check_usd_per_million_output = NumberExercise(
     id="09.2", name="check_usd_per_million_output", unit="$", rel_tol=0.01,
     prompt=(f"**练习 09.2 · 每百万输出 token 的成本**\n\n一个部署用 {COST_NUM_GPUS} 张 GPU（张量并行），"
-            f"每张 ${COST_USD_PER_GPU_HOUR:.2f}/小时。SLO 搜索找到的最高负载下输出吞吐是 "
+            f"每张每小时 {COST_USD_PER_GPU_HOUR:.2f} 美元。SLO 搜索找到的最高负载下输出吞吐是 "
             f"{COST_SLO_TOKENS_PER_S:,.0f} tokens/s；把负载继续加上去，峰值输出吞吐是 "
             f"{COST_PEAK_TOKENS_PER_S:,.0f} tokens/s。在 SLO 之内，每百万输出 token 要多少美元？"),
     expected=_usd_per_million, mistakes=_cost_mistakes,
