@@ -61,7 +61,8 @@ _export("server.tokenizer", "count_tokens", "encode_chat")
 _export("server.textgen", "text_of_length")
 _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling",
         "prefill_time_floor_s", "decode_compute_bound_batch_size")
-_export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
+_export("engine", "EngineConfig", "LLMEngine", "kv_cache_log_line", "Request", "RequestRecord", "StepOutput",
+        "EngineStats")
 _export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
 _export("batch_defaults", "vllm_batch_defaults", "BatchDefaults")
 _export("metrics", "summarize")

@@ -7,7 +7,8 @@ RequestRecord), ``block_pool`` (paged blocks, prefix-cache hashes), ``kv_cache_m
 ``simulate`` (virtual-clock benchmark runs), ``speculative`` (vLLM's speculative_config: pricing, draws).
 """
 from helpers.engine.config import EngineConfig
-from helpers.engine.engine import EngineStats, LLMEngine, StepOutput
+from helpers.engine.engine import EngineStats, LLMEngine, StepOutput, kv_cache_log_line
 from helpers.engine.request import Request, RequestRecord
 
-__all__ = ["EngineConfig", "EngineStats", "LLMEngine", "Request", "RequestRecord", "StepOutput"]
+__all__ = ["EngineConfig", "EngineStats", "LLMEngine", "Request", "RequestRecord", "StepOutput",
+           "kv_cache_log_line"]
