@@ -38,6 +38,9 @@ from helpers.kvcache import (
 from helpers.models import ModelSpec, load_model
 
 NON_TORCH_BYTES = 1 << 30
+# vLLM 0.32.0's default (`CacheConfig.gpu_memory_utilization`, vllm/config/cache.py; 0.9 in v0.19.0);
+# tests/vllm/test_facts.py checks it against the installed vLLM.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 _ACTIVATION_DTYPE_BYTES = 2
@@ -128,7 +131,7 @@ def plan_capacity(
     model: ModelSpec | str,
     gpu: GPUSpec | str,
     *,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: int | None = None,
     weight_dtype: str = "fp16",
     kv_dtype: str = "fp16",
@@ -140,9 +143,9 @@ def plan_capacity(
     non_torch_bytes: int = NON_TORCH_BYTES,
 ) -> CapacityPlan:
     """vLLM's KV-cache budget for ``model`` on ``gpu``; ``kv_dtype="auto"`` follows 16/32-bit weights.
-    ``max_num_batched_tokens`` / ``max_num_seqs`` left as None are vLLM v0.19.0's ``vllm serve`` defaults
+    ``max_num_batched_tokens`` / ``max_num_seqs`` left as None are vLLM 0.32.0's ``vllm serve`` defaults
     for this GPU and ``max_model_len`` (``vllm_batch_defaults``: 2048 / 256 on an A100 or a GPU under
-    70 GiB, 8192 / 1024 on larger ones), the sizes vLLM's profiling run uses."""
+    70 GiB, 8192 / 1024 on larger ones, 16384 / 1024 from 160 GiB), the sizes vLLM's profiling run uses."""
     model = load_model(model) if isinstance(model, str) else model
     gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
     if not 0 < gpu_memory_utilization <= 1:

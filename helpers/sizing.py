@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from helpers.capacity import CapacityPlan, plan_capacity
+from helpers.capacity import DEFAULT_GPU_MEMORY_UTILIZATION, CapacityPlan, plan_capacity
 
 UTILIZATIONS = (0.80, 0.85, 0.90, 0.92, 0.95)
 
@@ -93,7 +93,7 @@ def size_deployment(
 
 def gpu_options(
     model: str, gpus: Sequence[str], *, kv_demand: int, max_model_len: int,
-    gpu_memory_utilization: float = 0.9, **plan_options: Any,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION, **plan_options: Any,
 ) -> pd.DataFrame:
     """One row per GPU: do the weights fit, how many KV-cache tokens remain, do they hold ``kv_demand``."""
     rows = []

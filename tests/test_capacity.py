@@ -13,7 +13,8 @@ GIB = 2**30
 
 
 def test_pool_blocks_tokens_and_concurrency_follow_vllm() -> None:
-    plan = plan_capacity("llama-2-7b", "a100-80gb", activation_bytes=0, non_torch_bytes=0)
+    plan = plan_capacity("llama-2-7b", "a100-80gb", gpu_memory_utilization=0.9, activation_bytes=0,
+                         non_torch_bytes=0)
     budget = 81920 * 2**20 * 9 // 10
     weights = 6_738_415_616 * 2
     assert plan.budget_bytes == budget and plan.weights_bytes == weights

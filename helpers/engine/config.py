@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.batch_defaults import vllm_batch_defaults
+from helpers.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.engine.speculative import SpeculativeConfig
 from helpers.hardware import GPUSpec
 
@@ -74,7 +75,7 @@ class EngineConfig:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     block_size: int = 16
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # 0.92, vLLM 0.32.0
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True

@@ -16,6 +16,7 @@ import ipywidgets as widgets
 from IPython.display import display
 from matplotlib.figure import Figure
 
+from helpers.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache import (
     DTYPE_BYTES,
@@ -271,7 +272,8 @@ def _compute_plan(model: str, gpu: str, gpu_memory_utilization: float, max_model
                          tensor_parallel_size=tensor_parallel_size)
 
 
-def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *, gpu_memory_utilization: float = 0.9,
+def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *,
+                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                    max_model_len: int = 4096, weight_dtype: str = "fp16", kv_dtype: str = "fp16",
                    tensor_parallel_size: int = 1) -> Panel:
     """Capacity panel (notebook 02, "容量规划"): model x GPU x settings -> ``plan_capacity`` and its
