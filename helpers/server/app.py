@@ -7,7 +7,9 @@ vLLM's names) and ``GET /openapi.json`` (the request bodies' schemas). Every err
 (``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``), applied after the
 API key check. A request is checked in this order, each failure answered before any byte of a stream:
 key (401), fault header (400 if malformed), content type, body size and fields (``helpers.server.intake``:
-400, 413, 400), model (404), engine alive (503), prompt and context (400), queue (429).
+400, 413, 400), model (404), engine alive (503), prompt and context (400), vLLM's admission control (503
+with vLLM's body when the config's ``max_num_queued_reqs`` requests are in flight), the mock's own waiting
+cap (429, ``max_waiting_requests``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from helpers.server.errors import (
     engine_unavailable,
     invalid_api_key,
     model_not_found,
+    queue_overflow,
     rate_limited,
     server_error,
 )
@@ -153,6 +156,11 @@ class MockService:
         )
 
     def _check_queue(self, driver: EngineDriver) -> None:
+        cap = driver.engine.config.max_num_queued_reqs
+        if cap is not None:  # vLLM 0.32.0 AsyncLLM.check_admission: in flight + 1 > cap -> 503
+            stats = driver.engine.stats()
+            if stats.num_running + stats.num_waiting + driver.num_pending + 1 > cap:
+                raise queue_overflow()
         if self._max_waiting is None:
             return
         waiting = driver.engine.stats().num_waiting + driver.num_pending

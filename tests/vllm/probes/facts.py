@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import inspect
+import io
 import json
 import logging
 import re
@@ -137,6 +138,25 @@ def serve_flags() -> dict:
             Path(f.name).unlink()
     return {"options": options, "defaults": {k: _jsonable(defaults.get(k)) for k in wanted},
             "defined_in": where, "config_yaml_booleans": config_bools}
+
+
+def parse_serve_commands(commands: list[list[str]]) -> list[dict]:
+    """Each ``vllm serve ARGS`` (ARGS given) through vLLM's own parser: the values it ends with, or its error."""
+    root, _ = serve_parser()
+    out = []
+    for argv in commands:
+        err = []
+        try:
+            with mock.patch.object(argparse.ArgumentParser, "error",
+                                   lambda self, message: (err.append(message), sys.exit(2))), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                ns = root.parse_args(["serve", *argv])
+            out.append({"ok": True, "values": {k: _jsonable(v) for k, v in sorted(vars(ns).items())}})
+        except SystemExit:
+            out.append({"ok": False, "error": err[0] if err else "exit"})
+        except Exception as exc:  # noqa: BLE001 - vLLM's own validation errors
+            out.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    return out
 
 
 def _jsonable(value: object) -> object:
@@ -327,6 +347,7 @@ def main() -> None:
         "kv_cache_log": kv_cache_log_line(**spec.get("kv_log", {"num_tokens": 1048576, "max_model_len": 2048,
                                                                 "concurrency": 512.0})),
         "serve": serve_flags(),
+        "serve_commands": parse_serve_commands(spec.get("serve_commands", [])),
         "engine_defaults": engine_defaults(),
         "admission": admission(),
         "speculative_methods": speculative_methods(),
