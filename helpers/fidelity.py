@@ -104,7 +104,7 @@ def _optional(value: object) -> float | None:
 
 
 # vLLM's ShareGPT sampling keeps a conversation if prompt and output have >= 4 tokens, the prompt <= 1024
-# and both together <= 2048 (`is_valid_sequence`, vllm/benchmarks/datasets.py, v0.11-v0.19).
+# and both together <= 2048 (`is_valid_sequence`, vllm/benchmarks/datasets/datasets.py in vLLM 0.32.0).
 SHAREGPT_MIN_LEN, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = 4, 1024, 2048
 
 

@@ -207,10 +207,26 @@ def admission() -> dict:
     return out
 
 
-def speculative_methods() -> list[str]:
-    from vllm.config.speculative import SpeculativeMethod
+def speculative_methods(k: int = 4) -> dict:
+    """The methods ``--speculative-config`` accepts, and the KV lookahead slots vLLM reserves for each
+    (``VllmConfig.num_lookahead_tokens`` run on a config whose method is that one, after vLLM's *_mtp rename)."""
+    from vllm.config.speculative import MTPModelTypes, SpeculativeConfig, SpeculativeMethod
+    from vllm.config.vllm import VllmConfig
 
-    return sorted(set(_literal_values(SpeculativeMethod)))
+    methods = sorted(set(_literal_values(SpeculativeMethod)))
+    mtp = set(_literal_values(MTPModelTypes))
+    slots = {}
+    for method in methods:
+        spec = SimpleNamespace(method="mtp" if method in mtp else method,
+                               draft_model_config=SimpleNamespace(hf_config=SimpleNamespace()))
+        for name in ("use_dflash", "use_dspark", "use_eagle", "uses_draft_model"):
+            fn = getattr(SpeculativeConfig, name)
+            setattr(spec, name, (lambda f: lambda: f(spec))(fn))
+        slots[method] = VllmConfig.num_lookahead_tokens.fget(
+            SimpleNamespace(speculative_config=spec, num_speculative_tokens=k))
+    return {"methods": methods, "k": k, "lookahead_slots": slots,
+            "rejection_sample_methods": _literal_values(
+                __import__("vllm.config.speculative", fromlist=["x"]).RejectionSampleMethod)}
 
 
 def quantization() -> dict:
@@ -343,6 +359,7 @@ def main() -> None:
     spec = json.loads(sys.stdin.read() or "{}")
     result = {
         "version": vllm.__version__,
+        "vllm_root": str(_VLLM_ROOT),
         "batch_defaults": batch_defaults(),
         "kv_cache_log": kv_cache_log_line(**spec.get("kv_log", {"num_tokens": 1048576, "max_model_len": 2048,
                                                                 "concurrency": 512.0})),
