@@ -203,6 +203,10 @@ OTHER_TOOLS = {"--no-index", "--find-links", "--allow-root", "--notebook-dir", "
                "--no", "--help"}
 
 
+# vllm bench sweep's SLA search flag, named in the prose as gone (test_bench_sweep_subcommands_and_no_sla_search)
+GONE_SWEEP_FLAGS = {"--sla-params"}
+
+
 def _prose_files() -> list[Path]:
     return [*sorted((ROOT / "notebooks").glob("*.ipynb")), *sorted((ROOT / "docs").glob("**/*.md")),
             ROOT / "README.md", *sorted((ROOT / "data").glob("**/*.md")), *sorted(DATA.glob("*.yaml"))]
@@ -218,7 +222,7 @@ def test_every_flag_the_course_writes_is_vllms_or_the_courses(facts):
         ours |= set(re.findall(r"[\"'](--[a-z][a-z0-9-]*)[\"']", script.read_text(encoding="utf-8")))
     vllm = _options(facts) | set(facts["bench_serve_options"])
     vllm |= {o for opts in facts["bench_sweep"]["options"].values() for o in opts}
-    removed = {"--" + k.replace("_", "-") for k in REMOVED_KEYS}
+    removed = {"--" + k.replace("_", "-") for k in REMOVED_KEYS} | GONE_SWEEP_FLAGS
     unknown = {}
     for path in _prose_files():
         for flag in _FLAG.findall(path.read_text(encoding="utf-8")):
@@ -332,7 +336,7 @@ def test_bench_sweep_subcommands_and_no_sla_search(facts):
     sweep = facts["bench_sweep"]
     assert tuple(sweep["subcommands"]) == VLLM_SWEEP_SUBCOMMANDS
     assert "serve_sla" not in sweep["modules"]
-    assert all("--sla-params" not in opts for opts in sweep["options"].values())
+    assert all(flag not in opts for opts in sweep["options"].values() for flag in GONE_SWEEP_FLAGS)
     assert "--workload-iters" in sweep["options"]["serve_workload"]
 
 

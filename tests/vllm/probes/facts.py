@@ -246,6 +246,9 @@ def metric_names() -> dict:
         text = (_VLLM_ROOT / rel).read_text()
         for kind, name in re.findall(r"_(counter|gauge|histogram)_cls\(\s*name=\"(vllm:[a-z0-9_]+)\"", text):
             found[name] = kind
+        # info metrics are gauges fixed at 1 (log_metrics_info: `name = "vllm:cache_config_info"`)
+        for name in re.findall(r"name = \"(vllm:[a-z0-9_]+_info)\"", text):
+            found.setdefault(name, "gauge")
         # spec-decode counters are declared as (name, doc) pairs then built with _counter_cls
         for name in re.findall(r"\(\s*\"(vllm:spec_decode_[a-z0-9_]+)\",\s*\"", text):
             found.setdefault(name, "counter")
