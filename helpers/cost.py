@@ -5,7 +5,7 @@ the throughput *at the load that meets the SLO* (an ``helpers.bench.slo`` search
 sits past the knee, where requests miss their latency targets. Prices: ``data/gpu_prices.csv`` (on-demand
 list prices with source and date; they move: pass your own with ``usd_per_gpu_hour``).
 
-tokens/s/user and tokens/s/GPU as ``vllm bench sweep plot_pareto`` defines them (vLLM v0.19.0,
+tokens/s/user and tokens/s/GPU as ``vllm bench sweep plot_pareto`` defines them (vLLM 0.32.0,
 ``vllm/benchmarks/sweep/plot_pareto.py``): output throughput ÷ users and ÷ GPUs. Users = ``max_concurrency``
 when the run had one; else the mean number in flight, request throughput × mean E2E latency (Little's law,
 as ``vllm/benchmarks/sweep/serve_workload.py`` estimates a concurrency). Departure: vLLM's plot falls back to

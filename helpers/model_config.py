@@ -59,7 +59,7 @@ _TIED_BY_DEFAULT = _FALCON | {"gpt2", "gemma", "gemma2", "gemma3_text", "opt", "
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "llama4_text"}
 # Falcon's config.json omits the context; FalconConfig's default (and the model card) is 2048.
 _FALCON_CONTEXT = 2048
-# vLLM assumes 2048 when a config names no context length (vLLM v0.19.0 vllm/config/model.py,
+# vLLM assumes 2048 when a config names no context length (vLLM 0.32.0 vllm/config/model.py,
 # "Assuming the model's maximum length is 2048"); BLOOM (ALiBi) is the common case.
 _VLLM_DEFAULT_CONTEXT = 2048
 # Gemma3TextConfig's default: five local layers, then one global (layer i local unless (i+1) % 6 == 0).

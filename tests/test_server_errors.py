@@ -183,8 +183,8 @@ def test_max_num_queued_reqs_answers_vllms_503_when_that_many_are_in_flight():
             next(chunks[0]), next(chunks[1])  # one running, one waiting: 2 in flight
             refused = http.post(url, json=body)
             assert refused.status_code == 503
-            assert refused.json() == {"error": {"message": QUEUE_OVERFLOW_MESSAGE, "type": "Service Unavailable",
-                                                "param": None, "code": 503}}
+            assert refused.json() == {"error": {"message": QUEUE_OVERFLOW_MESSAGE,
+                                                "type": "Service Unavailable", "param": None, "code": 503}}
             with _client(srv.base_url) as client, pytest.raises(openai.InternalServerError) as info:
                 client.chat.completions.create(model="llama-2-13b", messages=MESSAGES, max_tokens=2)
             assert info.value.status_code == 503

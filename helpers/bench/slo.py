@@ -6,7 +6,8 @@ at which p99 TTFT, TPOT and E2E latency are within an ``SLO``. vLLM 0.32.0 does 
 (``serve``), the Workload Explorer (``serve_workload``: a serial point at load 1, a batch point at the whole
 dataset, ``--workload-iters`` evenly spaced levels between, with no latency targets), start-up times and
 plots; the SLA search of earlier releases (``serve_sla``, ``--sla-params``) is gone. You read the knee off
-``plot_pareto``; this module finds it. Found by bracketing (doubling the load from ``start`` until a level fails) and then
+``plot_pareto``; this module finds it.
+Found by bracketing (doubling the load from ``start`` until a level fails) and then
 bisection between the last passing and the first failing level, to ``rel_tol`` (rates) or to one
 (concurrency). The search only needs a callable that runs one load level and returns a result with
 ``.summary`` (vLLM's keys) and ``.requests`` (one row per request): ``simulated_levels`` (the engine on the

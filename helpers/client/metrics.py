@@ -3,9 +3,10 @@
 Definitions follow vLLM's serving benchmark, stricter in one point: only chunks carrying generated text
 count. TTFT = send → first chunk carrying generated text (a role-only first chunk is not a token); ITL = gaps
 between consecutive text-carrying chunks; TPOT = (E2E − TTFT) / (N − 1) with N output tokens from the
-server's ``usage``; E2E = send → last text-carrying chunk. vLLM v0.19.0's benchmark
+server's ``usage``; E2E = send → last text-carrying chunk. vLLM 0.32.0's benchmark
 (``vllm/benchmarks/lib/endpoint_request_func.py``) starts TTFT at the first chunk with ``choices`` (the
-role-only one included), adds the finish chunk's gap to ITL and ends E2E at the last data line; against vLLM's
+role-only one included), adds the finish chunk's gap to ITL and ends E2E at the last chunk with ``choices``
+(the finish chunk; tests/vllm/test_facts.py runs it on a scripted stream); against vLLM's
 own server, which sends the role chunk with the first token, both agree; against a gateway that sends the role
 chunk on accepting the request, vLLM's TTFT leaves out queue and prefill (data/vllm/FACTS.md §1).
 When a chunk carries several tokens (a speculating server sends one chunk per engine step), ITL here and in

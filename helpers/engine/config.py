@@ -51,7 +51,8 @@ enable_log_requests max_logprobs generation_config override_generation_config
 enable_lora max_loras max_lora_rank max_cpu_loras hf_overrides compilation_config
 kv_transfer_config long_prefill_token_threshold limit_mm_per_prompt
 enable_expert_parallel disable_sliding_window max_num_queued_tokens
-max_parallel_loading_workers enable_prompt_tokens_details enable_per_request_metrics enable_server_load_tracking
+max_parallel_loading_workers enable_prompt_tokens_details enable_per_request_metrics
+enable_server_load_tracking
 performance_mode api_server_count
 """.split())
 # Options older vLLM releases had and vLLM 0.32.0's `vllm serve` refuses ("unrecognized arguments"): a config
@@ -116,7 +117,8 @@ class EngineConfig:
             raise ValueError("gpu_memory_utilization is a fraction in (0, 1], "
                              f"got {self.gpu_memory_utilization}")
         if self.max_num_queued_reqs is not None and int(self.max_num_queued_reqs) < 0:
-            raise ValueError(f"max_num_queued_reqs must be >= 0 (vLLM: Field(ge=0)), got {self.max_num_queued_reqs}")
+            raise ValueError(f"max_num_queued_reqs must be >= 0 (vLLM: Field(ge=0)), "
+                             f"got {self.max_num_queued_reqs}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
         if self.speculative_config is not None and not isinstance(self.speculative_config, SpeculativeConfig):
@@ -168,8 +170,9 @@ class EngineConfig:
             if key in known:
                 values[key] = value
             elif key in REMOVED_KEYS:
-                raise ValueError(f"{source}: {raw_key!r} is not an option of vLLM {VLLM_VERSION} (removed from "
-                                 "`vllm serve`; a real launch stops with 'unrecognized arguments'): delete it")
+                raise ValueError(f"{source}: {raw_key!r} is not an option of vLLM {VLLM_VERSION} (removed "
+                                 "from `vllm serve`; a real launch stops with 'unrecognized arguments'): "
+                                 "delete it")
             elif key in NOT_SIMULATED_KEYS:
                 ignored.append((key, value))
             else:
@@ -208,7 +211,8 @@ class EngineConfig:
         if dropped:
             fixes = ", ".join(f"`no-{k.strip().lstrip('-').replace('_', '-')}: true`" for k in dropped)
             raise ValueError(f"{path.name}: `{dropped[0]}: false` would be ignored by `vllm serve --config` "
-                             f"(vLLM {VLLM_VERSION} passes only true booleans on, vllm/utils/argparse_utils.py), "
+                             f"(vLLM {VLLM_VERSION} passes only true booleans on, "
+                             "vllm/utils/argparse_utils.py), "
                              f"leaving the default on; write {fixes} instead, or leave a default alone")
         return cls.from_dict(options, source=path.name)
 

@@ -10,7 +10,7 @@ Continuous (vLLM's FCFS scheduler), every step:
 With ``speculative_config`` (notebook 10 §7) a decoding request is scheduled 1 + k tokens (its token and k
 drafts), a running request's blocks also hold ``num_lookahead_tokens`` slots, and after the step the
 accepted drafts are drawn and the rejected slots given back (``helpers.engine.speculative`` says how
-vLLM v0.19.0 does each). The static-batching baseline is ``StaticScheduler`` (static_batching.py).
+vLLM 0.32.0 does each). The static-batching baseline is ``StaticScheduler`` (static_batching.py).
 
 Token counters of running requests live in slot arrays so that a step is a few vector operations.
 """

@@ -8,7 +8,7 @@ the same arguments give the same results. ``simulate_requests`` runs given promp
 after optional warm-up requests. ``api_server_s_per_request`` > 0 puts vLLM's API server in front of the
 engine: one process that takes each sent request for that long (HTTP, chat template, tokenizer, hand-over to
 the engine core), one at a time in send order, while the engine runs; a burst of short requests then waits
-for the API server, not the GPU (vLLM v0.19.0's ``--api-server-count`` runs several to scale this out). The
+for the API server, not the GPU (vLLM 0.32.0's ``--api-server-count`` runs several to scale this out). The
 default 0 is the engine alone. Decode stretches run in bulk (exactly, see
 ``LLMEngine._run_decode_steps``; not while speculating); ``bulk=False`` steps one at a time (for checking).
 A request's ITLs are the gaps between its chunks (steps that gave it tokens), as vLLM's benchmark measures

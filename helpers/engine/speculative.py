@@ -12,7 +12,7 @@ requests at ``context_len`` with and without speculation, to compare with the st
   scheduled, k + 1 tokens per drafting request (roofline: the weights are read once, FLOPs grow k + 1-fold,
   so it is as cheap as a decode step while memory-bound and k + 1 times dearer once compute-bound: why the
   gain shrinks as the batch grows).
-- Budget and KV, as vLLM v0.19.0 does it (``vllm/v1/core/sched/scheduler.py`` at upstream 2a69949bd,
+- Budget and KV, as vLLM 0.32.0 does it (``vllm/v1/core/sched/scheduler.py``,
   ``schedule`` and ``update_from_output``; ``vllm/v1/core/kv_cache_manager.py``, ``allocate_slots``): a
   running request is scheduled ``num_tokens_with_spec − num_computed_tokens`` = 1 + k tokens (fewer if the
   budget or ``max_model_len − 1`` cuts them, the drafts then truncated), all counted against

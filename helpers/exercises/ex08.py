@@ -49,7 +49,7 @@ check_log_prompt_p99 = NumberExercise(
     hint="`np.percentile(values, 99)` 或第 1 节的 `length_percentiles`；注意题目问的是哪一列。",
 )
 
-# A scrape of a vLLM v1 server's /metrics during a load test (the names as vLLM v0.19.0 exports them,
+# A scrape of a vLLM v1 server's /metrics during a load test (the names as vLLM 0.32.0 exports them,
 # vllm/v1/metrics/loggers.py).
 METRICS_SAMPLE = """\
 # TYPE vllm:num_requests_running gauge

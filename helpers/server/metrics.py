@@ -114,7 +114,7 @@ class _EngineCollector:
             "vllm:prompt_tokens": ("Prefill tokens processed.", lambda s: s.prompt_tokens),
             "vllm:generation_tokens": ("Generation tokens produced.", lambda s: s.generation_tokens),
         }
-        # only for engines that speculate, as vLLM registers them (vllm/v1/spec_decode/metrics.py, v0.19.0)
+        # only for engines that speculate, as vLLM registers them (vllm/v1/spec_decode/metrics.py, 0.32.0)
         spec_counters = {
             "vllm:spec_decode_num_drafts": ("Verify steps with drafts.", lambda s: s.spec_num_drafts),
             "vllm:spec_decode_num_draft_tokens": ("Draft tokens.", lambda s: s.spec_num_draft_tokens),

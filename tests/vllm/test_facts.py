@@ -174,8 +174,8 @@ def test_the_launch_commands_and_config_files_parse_in_vllm(facts):
     b = EngineConfig.from_yaml(DATA / "config_b.yaml")
     for parsed, config in ((a_cmd, a), (a_file, a), (b_cmd, b), (b_file, b)):
         values = parsed["values"]
-        for key in ("max_num_seqs", "enable_prefix_caching", "enable_chunked_prefill", "gpu_memory_utilization",
-                    "max_model_len"):
+        for key in ("max_num_seqs", "enable_prefix_caching", "enable_chunked_prefill",
+                    "gpu_memory_utilization", "max_model_len"):
             ours = getattr(config, key)
             theirs = values[key]
             # an option the file leaves out stays None in vLLM's namespace (vLLM's default then applies)
@@ -199,11 +199,11 @@ def test_where_api_server_count_is_defined(facts):
 
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 # flags of other tools the prose writes (pip, JupyterLab, pytest/nbval): not vLLM's, named here on purpose
-OTHER_TOOLS = {"--no-index", "--find-links", "--allow-root", "--notebook-dir", "--nbval-lax", "--flag", "--no-flag",
-               "--no", "--help"}
+OTHER_TOOLS = {"--no-index", "--find-links", "--allow-root", "--notebook-dir", "--nbval-lax", "--flag",
+               "--no-flag", "--no", "--help"}
 
 
-# vllm bench sweep's SLA search flag, named in the prose as gone (test_bench_sweep_subcommands_and_no_sla_search)
+# vllm bench sweep's SLA search flag, named in the prose as gone (test_bench_sweep_subcommands_and_no_sla_...)
 GONE_SWEEP_FLAGS = {"--sla-params"}
 
 
@@ -283,7 +283,7 @@ def test_metric_names_the_course_reads_exist_and_the_v0_names_do_not(facts):
         read |= set(re.findall(r"vllm:[a-z][a-z0-9_]*", path.read_text(encoding="utf-8")))
     v0 = {old for _, *older in VLLM_METRICS.values() for old in older}
     missing = sorted(n for n in read - v0 if _kind(n, metrics) is None and not n.endswith("_"))
-    assert not missing, f"metric names the course writes that vLLM {VLLM_VERSION} does not register: {missing}"
+    assert not missing, f"metric names in the course that vLLM {VLLM_VERSION} does not register: {missing}"
 
 
 def test_the_mock_exports_vllms_names_with_vllms_kinds(facts):

@@ -94,9 +94,12 @@ def kv_cache_log_line(num_tokens: int, max_model_len: int, concurrency: float) -
             device_config=SimpleNamespace(device_type=device_type),
             attention_config=SimpleNamespace(hisparse_config=None),
         )
-        with mock.patch.object(kv_cache_utils, "get_kv_cache_capacity", lambda *a: (num_tokens, concurrency)), \
-                mock.patch.object(kv_cache_utils.logger, "info_once",
-                                  lambda msg, *args, **kw: logged.append(msg % args)):
+        def capture(msg: str, *args: object, _into: list[str] = logged, **kw: object) -> None:
+            _into.append(msg % args)
+
+        with mock.patch.object(kv_cache_utils, "get_kv_cache_capacity",
+                               lambda *a: (num_tokens, concurrency)), \
+                mock.patch.object(kv_cache_utils.logger, "info_once", capture):
             kv_cache_utils.update_kv_cache_capacity(config, None)
         lines[device_type] = logged
     return {"num_tokens": num_tokens, "max_model_len": max_model_len, "concurrency": concurrency,
@@ -141,14 +144,17 @@ def serve_flags() -> dict:
 
 
 def parse_serve_commands(commands: list[list[str]]) -> list[dict]:
-    """Each ``vllm serve ARGS`` (ARGS given) through vLLM's own parser: the values it ends with, or its error."""
+    """Each ``vllm serve ARGS`` through vLLM's own parser: the values it ends with, or its error."""
     root, _ = serve_parser()
     out = []
     for argv in commands:
         err = []
         try:
-            with mock.patch.object(argparse.ArgumentParser, "error",
-                                   lambda self, message: (err.append(message), sys.exit(2))), \
+            def error(self: object, message: str, _into: list[str] = err) -> None:
+                _into.append(message)
+                sys.exit(2)
+
+            with mock.patch.object(argparse.ArgumentParser, "error", error), \
                     contextlib.redirect_stderr(io.StringIO()):
                 ns = root.parse_args(["serve", *argv])
             out.append({"ok": True, "values": {k: _jsonable(v) for k, v in sorted(vars(ns).items())}})
@@ -209,7 +215,7 @@ def admission() -> dict:
 
 def speculative_methods(k: int = 4) -> dict:
     """The methods ``--speculative-config`` accepts, and the KV lookahead slots vLLM reserves for each
-    (``VllmConfig.num_lookahead_tokens`` run on a config whose method is that one, after vLLM's *_mtp rename)."""
+    (``VllmConfig.num_lookahead_tokens`` on a config with that method, after vLLM's *_mtp rename)."""
     from vllm.config.speculative import MTPModelTypes, SpeculativeConfig, SpeculativeMethod
     from vllm.config.vllm import VllmConfig
 
@@ -221,7 +227,7 @@ def speculative_methods(k: int = 4) -> dict:
                                draft_model_config=SimpleNamespace(hf_config=SimpleNamespace()))
         for name in ("use_dflash", "use_dspark", "use_eagle", "uses_draft_model"):
             fn = getattr(SpeculativeConfig, name)
-            setattr(spec, name, (lambda f: lambda: f(spec))(fn))
+            setattr(spec, name, (lambda f, s: lambda: f(s))(fn, spec))
         slots[method] = VllmConfig.num_lookahead_tokens.fget(
             SimpleNamespace(speculative_config=spec, num_speculative_tokens=k))
     return {"methods": methods, "k": k, "lookahead_slots": slots,
@@ -321,13 +327,13 @@ def bench_metrics(rows: list[dict], duration_s: float, goodput: dict[str, float]
 
 def bench_sweep() -> dict:
     from vllm.benchmarks.sweep import cli
-
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser()
     cli.add_cli_args(parser)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    options = {name: sorted({s for a in p._actions for s in a.option_strings}) for name, p in sub.choices.items()}
+    options = {name: sorted({s for a in p._actions for s in a.option_strings})
+               for name, p in sub.choices.items()}
     return {"subcommands": [c.parser_name for c, _ in cli.SUBCOMMANDS], "options": options,
             "modules": sorted(p.stem for p in (_VLLM_ROOT / "benchmarks" / "sweep").glob("*.py"))}
 
