@@ -110,7 +110,8 @@ _export("toy.quant", "QuantizedMatrix", "quantize_matrix", "quantize_weights", "
         "toy_kv_bytes_per_token")
 _export("toy.quant_error", "QuantError", "quantization_error", "AttentionError", "kv_attention_error")
 _export("toy.speculative", "SpeculativeGeneration", "speculative_generate", "truncated_draft",
-        "SpeculativeTiming", "speculative_sweep", "with_quiet_layers")
+        "SpeculativeTiming", "speculative_sweep", "with_quiet_layers", "acceptance_by_position",
+        "alpha_estimate")
 _export("engine.speculative", "SpeculativeConfig", "SpeculativeStep", "expected_tokens_per_step",
         "speculative_step", "speculative_batch_sweep", "best_num_speculative_tokens")
 _export("exercises.ex01", "check_decode_weight_bytes", "check_decode_ceiling", "check_batch_decode_gain")
