@@ -78,7 +78,8 @@ class SpeculativeGeneration:
 
 
 def acceptance_by_position(accepted: np.ndarray, k: int) -> np.ndarray:
-    """(k,): per position i, the share of rounds that accepted at least i drafts (vLLM's per-position rate)."""
+    """(k,): per position i, the share of rounds that accepted at least i drafts (vLLM's per-position
+    rate)."""
     accepted = np.asarray(accepted)
     if not len(accepted):
         return np.zeros(k)
