@@ -77,7 +77,8 @@ _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarni
 _export("bench.goodput", "parse_goodput", "good_requests", "goodput_summary", "with_goodput")
 _export("bench.slo", "SLO", "SLOSearch", "SimWorkload", "search_slo", "simulated_levels", "http_levels",
         "backlog_growth")
-_export("cost", "GPUPrice", "load_prices", "gpu_price", "usd_per_million_tokens", "cost_row", "pareto_front")
+_export("cost", "GPUPrice", "load_prices", "gpu_price", "usd_per_million_tokens", "cost_row", "pareto_front",
+        "price_spreads", "price_table")
 _export("plots.slo", "plot_goodput_knee", "plot_pareto")
 _export("bench.arrivals", "ramp_up_arrivals", "load_trace", "trace_workload", "chat_sessions")
 _export("bench.sessions", "ChatSession", "chat_scripts", "run_sessions", "arun_sessions", "turn_table",
