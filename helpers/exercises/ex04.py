@@ -2,8 +2,8 @@
 
 Definitions as ``helpers.client.metrics`` (the course's, stricter than vLLM's benchmark in one point,
 notebook 04 §1 and data/vllm/FACTS.md §1): TTFT = first chunk carrying generated text (vLLM 0.32.0's
-``vllm bench serve`` stamps it at the first chunk with ``choices``, role-only chunk included); TPOT = (E2E − TTFT) / (output tokens
-− 1); percentiles by linear interpolation. The wrong P99 is
+``vllm bench serve`` stamps it at the first chunk with ``choices``, role-only chunk included);
+TPOT = (E2E − TTFT) / (output tokens − 1); percentiles by linear interpolation. The wrong P99 is
 ``helpers.client.naive.naive_p99``.
 """
 from __future__ import annotations
