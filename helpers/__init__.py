@@ -128,3 +128,5 @@ _export("exercises.ex09", "check_goodput", "check_usd_per_million_output", "chec
         "GOODPUT_REQUESTS", "SEARCH_PROBES")
 _export("exercises.ex10", "check_awq_weight_gib", "check_expected_tokens_per_step", "check_fits_4090")
 _export("exercises", "CheckResult", "notebook_exercises")
+_export("vllm_local", "start_vllm", "vllm_status", "VllmServer", "VllmStartError", "config_a", "config_b",
+        "ensure_tiny_model", "parse_startup_log", "StartupLog")

@@ -1,0 +1,1 @@
+"""The glue one notebook needs, one module per notebook (DESIGN.md "lessons/"): real_vllm (notebook 12)."""
