@@ -109,7 +109,7 @@ vllm-test: install vllm
 	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 \
 	  $(PY) -m pytest tests/vllm notebooks/12_real_vllm.ipynb --durations=10
 
-# The vLLM part of an offline workshop's wheelhouse (about 0.9 GB): `make vllm OFFLINE=1` then needs no network.
+# The vLLM part of an offline workshop's wheelhouse (every wheel of .venv-vllm): `make vllm OFFLINE=1` then needs no network.
 wheelhouse-vllm:
 	$(PYTHON) -m pip download --quiet "$(TORCH_CPU)" --no-deps -d $(WHEELHOUSE)/vllm \
 	  || $(PYTHON) -m pip download --quiet "$(TORCH_CPU)" --no-deps --extra-index-url $(TORCH_CPU_INDEX) -d $(WHEELHOUSE)/vllm
