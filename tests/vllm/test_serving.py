@@ -72,6 +72,10 @@ def test_startup_log_kv_numbers_are_the_course_formula(server_b) -> None:
     assert log.kv_cache_tokens == blocks * block_size, (log.kv_cache_tokens, blocks * block_size, per_token)
     assert math.isclose(log.max_concurrency, log.kv_cache_tokens / log.max_model_len, abs_tol=0.005), log
     assert log.non_default_args["max_num_seqs"] == config_b()["max_num_seqs"], log.non_default_args
+    # and what it allocated, as /metrics reports it (vllm:cache_config_info, vllm/v1/metrics/loggers.py)
+    samples = parse_metrics(server_b.metrics_text())
+    info = next(s.labels for s in samples if s.name == "vllm:cache_config_info")
+    assert int(info["num_gpu_blocks"]) == blocks and int(info["block_size"]) == block_size, info
 
 
 def test_each_streamed_chunk_is_one_token(server_b) -> None:
