@@ -41,7 +41,7 @@ _export("client.settings", "Settings", "load_settings", "mask_secret")
 _export("client.urls", "normalize_base_url", "UrlFix")
 _export("client.proxies", "proxy_variables", "bypass_proxy_for_loopback")
 _export("client.factory", "make_client", "make_async_client")
-_export("client.metrics", "RequestMetrics", "NoTokensError", "ChunkEvent", "metrics_from_trace")
+_export("client.latency", "RequestMetrics", "NoTokensError", "ChunkEvent", "metrics_from_trace")
 _export("client.stream", "stream_once", "astream_once")
 _export("client.naive", "NaiveMetrics", "naive_measure", "naive_p99")
 _export("client.diagnose", "diagnose", "Diagnosis")
@@ -51,21 +51,21 @@ _export("hardware", "GPUSpec", "load_gpu", "list_gpus")
 _export("kvcache", "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token", "kv_cache_bytes", "weights_bytes",
         "format_bytes", "compare_attention", "AttentionVariant", "WEIGHT_FORMATS", "WeightFormat",
         "weight_bytes_per_param", "embedding_params")
-_export("capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "NON_TORCH_BYTES")
-_export("params", "count_params")
+_export("kvcache.capacity", "plan_capacity", "CapacityPlan", "activation_peak_bytes", "NON_TORCH_BYTES")
+_export("models.params", "count_params")
 _export("widgets.kv", "kv_calculator", "capacity_panel", "KVEstimate")
 _export("plots.kv", "plot_kv_vs_seq_len", "plot_kv_vs_batch", "plot_kv_savings")
 _export("server.launcher", "start_mock_server", "spawn_mock_server", "MockServer")
 _export("server.app", "create_app")
-_export("server.tokenizer", "count_tokens", "encode_chat")
-_export("server.textgen", "text_of_length")
+_export("text.tokenizer", "count_tokens", "encode_chat")
+_export("text.textgen", "text_of_length")
 _export("roofline", "step_time", "StepCost", "cost_model", "decode_tokens_per_s_ceiling",
         "prefill_time_floor_s", "decode_compute_bound_batch_size")
 _export("engine", "EngineConfig", "LLMEngine", "Request", "RequestRecord", "StepOutput", "EngineStats")
 _export("engine.simulate", "simulate", "simulate_requests", "SimulationResult")
-_export("batch_defaults", "vllm_batch_defaults", "BatchDefaults")
-_export("metrics", "summarize")
-_export("fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
+_export("kvcache.batch_defaults", "vllm_batch_defaults", "BatchDefaults")
+_export("engine.summary", "summarize")
+_export("lessons.fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
         "fidelity_split", "fit_rows", "error_table", "error_summary", "per_gpu_efficiency")
 _export("plots.fidelity", "plot_sim_vs_published")
 _export("client.backend", "get_backend")
@@ -85,24 +85,26 @@ _export("bench.report", "report_html", "write_report")
 _export("plots.runs", "plot_latency_distributions", "plot_request_timeline")
 _export("plots.bench", "plot_throughput_vs_concurrency", "plot_ttft_vs_concurrency",
         "plot_latency_throughput")
-_export("vllm_command", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
-_export("streaming", "unique_prompt", "user_message", "compare_with_naive", "ttft_vs_prompt_length",
+_export("lessons.config_ab_launch", "vllm_launch", "VllmLaunch", "serve_command", "api_server_command")
+_export("lessons.streaming", "unique_prompt", "user_message", "compare_with_naive", "ttft_vs_prompt_length",
         "prefill_fit", "tps_vs_max_tokens", "engine_prefill_ms", "measurement_overhead")
 _export("plots.streaming", "plot_stream_timeline", "plot_ttft_vs_prompt", "plot_tps_vs_max_tokens",
         "plot_ttft_bars")
-_export("troubleshoot", "try_and_diagnose", "temporary_env", "closed_port_url", "first_request",
+_export("lessons.troubleshooting", "try_and_diagnose", "temporary_env", "closed_port_url", "first_request",
         "FirstRequest", "FirstRequestFailed")
-_export("environment", "PackageCheck", "check_packages", "read_requirements", "python_ok", "package_summary")
+_export("lessons.setup", "PackageCheck", "check_packages", "read_requirements", "python_ok",
+        "package_summary")
 _export("engine.trace", "trace_requests", "timeline", "block_snapshot", "Trace", "BlockSnapshot")
 _export("engine.sweep", "concurrency_sweep", "decode_tokens_per_s", "speculative_gain_sweep")
 _export("plots.engine", "plot_timeline", "plot_block_table", "plot_prefix_hit_rate", "plot_itl_tail",
         "plot_kv_pressure", "plot_concurrency_sweep")
 _export("client.prom", "Sample", "parse_metrics", "metric_value", "vllm_snapshot", "scrape_metrics",
         "MetricsPoller")
-_export("config_ab", "article_table", "article_sweep", "as_article_table", "compare_with_article",
+_export("lessons.config_ab", "article_table", "article_sweep", "as_article_table", "compare_with_article",
         "feature_ladder")
-_export("request_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound", "log_prompts")
-_export("sizing", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
+_export("lessons.capacity_planning_log", "load_request_log", "length_percentiles", "prefix_hit_rate_bound",
+        "log_prompts")
+_export("lessons.capacity_planning", "kv_demand_tokens", "size_deployment", "DeploymentSizing", "gpu_options")
 _export("plots.capacity", "plot_length_distribution", "plot_metrics_timeline")
 _export("toy.quant", "QuantizedMatrix", "quantize_matrix", "quantize_weights", "weight_bytes_per_step",
         "dequantized_bytes_per_step", "round_fp8_e4m3", "round_kv", "QuantizedKVCache",

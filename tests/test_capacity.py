@@ -1,12 +1,12 @@
-"""helpers.capacity: vLLM's KV-pool accounting, fits/does-not-fit, and computed alternatives."""
+"""helpers.kvcache.capacity: vLLM's KV-pool accounting, fits/does-not-fit, and computed alternatives."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.capacity import activation_peak_bytes, alternatives, plan_capacity, with_settings
 from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache import kv_bytes_per_token
+from helpers.kvcache.capacity import activation_peak_bytes, alternatives, plan_capacity, with_settings
 from helpers.models import load_model
 
 GIB = 2**30

@@ -19,7 +19,7 @@ from helpers import (
     unique_prompt,
     user_message,
 )
-from helpers.server.tokenizer import count_tokens
+from helpers.text.tokenizer import count_tokens
 
 
 @pytest.fixture(scope="module")

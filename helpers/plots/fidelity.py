@@ -1,6 +1,6 @@
 """Simulator-fidelity figure (appendix notebook 11): simulated against published, on log-log axes.
 
-Pure drawing: every number comes from ``helpers.fidelity.compare_with_published``. Returns a closed
+Pure drawing: every number comes from ``helpers.lessons.fidelity.compare_with_published``. Returns a closed
 ``Figure``.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from helpers.fidelity import METRICS, TARGET_MAX_RATIO, TARGET_MEDIAN_ABS_ERROR
+from helpers.lessons.fidelity import METRICS, TARGET_MAX_RATIO, TARGET_MEDIAN_ABS_ERROR
 
 _MARKERS = dict(zip(METRICS, ("o", "s", "^", "D")))
 _COLORS = {"fit": "tab:blue", "held_out": "tab:orange"}

@@ -25,8 +25,8 @@ from helpers.kvcache import (
     kv_cache_bytes,
     plan_capacity,
 )
-from helpers.model_config import attention_kind
 from helpers.models import ModelSpec, list_models, load_model
+from helpers.models.hf_config import attention_kind
 from helpers.plots.kv import plot_kv_vs_seq_len
 
 MAX_TOKENS = 131_072  # the longest context the sliders offer (Llama-3.1's 128 K)

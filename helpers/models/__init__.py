@@ -2,7 +2,7 @@
 
 ``ModelSpec`` holds what memory math needs: layers, heads, KV heads, head_dim, the attention kind
 (MHA/GQA/MQA/MLA), the sliding-window layout, MoE facts and parameter counts computed from the
-architecture (``helpers.params``). Presets live in ``data/models/<name>.json`` and load lazily.
+architecture (``helpers.models.params``). Presets live in ``data/models/<name>.json`` and load lazily.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from helpers.model_config import attention_kind, parse_hf_config
-from helpers.params import count_params
+from helpers.models.hf_config import attention_kind, parse_hf_config
+from helpers.models.params import count_params
 
 AttentionKind = Literal["MHA", "GQA", "MQA", "MLA"]
 ATTENTION_KINDS: tuple[str, ...] = ("MHA", "GQA", "MQA", "MLA")
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 MODELS_DIR = DATA_DIR / "models"
 # The most common GQA layout (Llama-2-70B, Llama-3, Mistral): used for "what if this model were GQA".
 DEFAULT_GQA_KV_HEADS = 8
@@ -28,7 +28,7 @@ DEFAULT_GQA_KV_HEADS = 8
 
 @dataclass(frozen=True, slots=True)
 class ParamLayout:
-    """Details that change the parameter count but not the KV cache (see ``helpers.params``)."""
+    """Details that change the parameter count but not the KV cache (see ``helpers.models.params``)."""
 
     gated_mlp: bool = True  # SwiGLU/GeGLU: gate + up + down; False: GPT-2/Falcon up + down
     linear_bias: bool = False  # every linear layer has a bias (GPT-2)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from helpers.kvcache import format_bytes
 
 if TYPE_CHECKING:
-    from helpers.capacity import CapacityPlan
+    from helpers.kvcache.capacity import CapacityPlan
 
 
 def _fmt_tokens(n: float) -> str:
@@ -16,7 +16,7 @@ def _fmt_tokens(n: float) -> str:
 
 def explain_plan(plan: CapacityPlan) -> str:
     """The memory account line by line, the verdict, and (if it does not fit) computed alternatives."""
-    from helpers.capacity import alternatives
+    from helpers.kvcache.capacity import alternatives
 
     tp = (
         f"，tensor parallel {plan.tensor_parallel_size}（以下为每张卡）"

@@ -25,7 +25,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.hardware import GPUSpec, list_gpus, load_gpu
 from helpers.kvcache import (
     cached_layer_tokens,
@@ -35,6 +34,7 @@ from helpers.kvcache import (
     weight_bytes_per_param,
     weights_bytes,
 )
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
 from helpers.models import ModelSpec, load_model
 
 NON_TORCH_BYTES = 1 << 30
@@ -102,7 +102,7 @@ class CapacityPlan:
 
     def explain(self) -> str:
         """A short account in Chinese (units in English); when it does not fit, what would."""
-        from helpers.capacity_explain import explain_plan
+        from helpers.kvcache.explain import explain_plan
 
         return explain_plan(self)
 
