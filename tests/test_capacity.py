@@ -127,10 +127,3 @@ def test_bad_settings_raise(kwargs: dict, message: str) -> None:
 def test_fitting_plan_explains_briefly() -> None:
     text = plan_capacity("llama-2-7b", "rtx-4090").explain()
     assert "放得下" in text and "可行方案" not in text and "tokens" in text
-
-
-def test_kvcache_re_exports_capacity_planning() -> None:
-    from helpers import kvcache
-
-    assert kvcache.plan_capacity is plan_capacity
-    assert kvcache.CapacityPlan.__name__ == "CapacityPlan"
