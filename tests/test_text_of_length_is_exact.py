@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from helpers.text.textgen import generate_reply, text_of_length
 from helpers.text.tokenizer import count_tokens, split_pieces
