@@ -21,6 +21,8 @@ from helpers import (
 )
 from helpers.text.tokenizer import count_tokens
 
+pytestmark = pytest.mark.shared_mock  # get_backend(): the session's mock
+
 
 @pytest.fixture(scope="module")
 def mock():
