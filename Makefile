@@ -43,8 +43,11 @@ $(LAB_OVERRIDES):
 	mkdir -p $(dir $@)
 	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $@
 
+# Two pytest-xdist workers (this course is sized for a 2-core laptop); --dist loadfile keeps each file, so each
+# notebook, whole and in order on one worker; the slowest 15 tests are listed at the end. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=15
 
 # Every notebook run in JupyterLab in headless Chromium (tests/browser). Debian's Chromium and CJK fonts come from
 # apt (as root, only when missing), Playwright from PyPI; never `playwright install` (it downloads a browser).

@@ -2,7 +2,7 @@
 
 No model hub: the architecture is written here (``TINY_LLAMA``, Llama with grouped-query attention), the
 weights are random from a fixed seed (``torch.manual_seed``), saved as safetensors, and the tokenizer is a
-byte-level BPE trained on the course's own on-topic sentences (``helpers.server.textgen``) with a simple chat
+byte-level BPE trained on the course's own on-topic sentences (``helpers.text.textgen``) with a simple chat
 template. The same code on the same versions gives the same files; they go to ``.cache/`` (git-ignored).
 The model writes nonsense (its weights are random): the course measures speed, scheduling and memory, for
 which the architecture, the token counts and the KV cache are what matter; send ``ignore_eos`` to get an
@@ -75,7 +75,7 @@ def ensure_tiny_model(dest: Path | None = None, timeout_s: float = 300.0) -> Pat
 
 def training_text() -> list[str]:
     """The tokenizer's training text: the mock's on-topic sentences in both languages, fixed seeds."""
-    from helpers.server.textgen import text_of_length
+    from helpers.text.textgen import text_of_length
 
     return [text_of_length(400, seed=seed, chinese=chinese)
             for seed in range(40) for chinese in (False, True)]

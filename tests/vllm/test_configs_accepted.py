@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers.vllm_command import vllm_launch
+from helpers.lessons.config_ab_launch import vllm_launch
 from helpers.vllm_local import config_a, config_b, ensure_tiny_model
 from helpers.vllm_local.server import write_config
 
