@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from helpers.engine.engine import kv_cache_log_line
-    from helpers.vllm_command import vllm_launch
+    from helpers.lessons.config_ab_launch import vllm_launch
 
     try:
         launch = vllm_launch(args.config, args.gpu, host=args.host, port=args.port)

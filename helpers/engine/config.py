@@ -21,10 +21,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from helpers.batch_defaults import vllm_batch_defaults
-from helpers.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.engine.speculative import SpeculativeConfig
 from helpers.hardware import GPUSpec
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
+from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.vllm_version import VLLM_VERSION
 
 logger = logging.getLogger("helpers.engine")
@@ -73,7 +73,7 @@ class EngineConfig:
     ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
     an alias); "static" is the traditional static-batching baseline vLLM does not have.
     ``max_num_seqs`` / ``max_num_batched_tokens`` left as None take vLLM 0.32.0's defaults for the GPU
-    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/batch_defaults.py): 2048
+    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/kvcache/batch_defaults.py): 2048
     tokens and 256 sequences on an A100 or any GPU under 70 GiB, 8192 and 1024 on larger ones, 16384 and
     1024 from 160 GiB. ``max_num_queued_reqs`` is vLLM's admission control (``SchedulerConfig``,
     vllm/config/scheduler.py): at most that many requests in flight (waiting + running); the mock answers

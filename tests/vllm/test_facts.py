@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers.batch_defaults import vllm_batch_defaults
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
 from helpers.bench.goodput import goodput_summary
-from helpers.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
+from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.client.metrics import ChunkEvent, metrics_from_trace
 from helpers.client.prom import VLLM_METRICS
 from helpers.engine.config import NOT_SIMULATED_KEYS, REMOVED_KEYS, EngineConfig
@@ -27,7 +27,7 @@ from helpers.engine.engine import kv_cache_log_line
 from helpers.engine.speculative import lookahead_slots
 from helpers.hardware import list_gpus, load_gpu
 from helpers.server.errors import queue_overflow
-from helpers.vllm_command import vllm_launch
+from helpers.lessons.config_ab_launch import vllm_launch
 from helpers.vllm_version import VLLM_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
