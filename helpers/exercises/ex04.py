@@ -1,6 +1,6 @@
 """练习 for notebook 04 (streaming, TTFT, TPOT): TTFT from a chunk trace, TPOT, P99, a buggy script.
 
-Definitions as ``helpers.client.metrics`` / ``helpers.engine.summary`` (the course's, stricter than vLLM's benchmark in one point,
+Definitions as ``helpers.client.latency`` (the course's, stricter than vLLM's benchmark in one point,
 notebook 04 §1 and data/vllm/FACTS.md §1): TTFT = first chunk carrying generated text (vLLM 0.32.0's
 ``vllm bench serve`` stamps it at the first chunk with ``choices``, role-only chunk included);
 TPOT = (E2E − TTFT) / (output tokens − 1); percentiles by linear interpolation. The wrong P99 is

@@ -16,10 +16,9 @@ import ipywidgets as widgets
 from IPython.display import display
 from matplotlib.figure import Figure
 
-from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache import DTYPE_BYTES, format_bytes, kv_bytes_per_token, kv_cache_bytes
-from helpers.kvcache.capacity import CapacityPlan, plan_capacity
+from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION, CapacityPlan, plan_capacity
 from helpers.models import ModelSpec, list_models, load_model
 from helpers.models.hf_config import attention_kind
 from helpers.plots.kv import plot_kv_vs_seq_len

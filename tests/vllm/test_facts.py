@@ -17,17 +17,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers.kvcache.batch_defaults import vllm_batch_defaults
 from helpers.bench.goodput import goodput_summary
-from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
-from helpers.client.metrics import ChunkEvent, metrics_from_trace
+from helpers.client.latency import ChunkEvent, metrics_from_trace
 from helpers.client.prom import VLLM_METRICS
 from helpers.engine.config import NOT_SIMULATED_KEYS, REMOVED_KEYS, EngineConfig
 from helpers.engine.engine import kv_cache_log_line
 from helpers.engine.speculative import lookahead_slots
 from helpers.hardware import list_gpus, load_gpu
-from helpers.server.errors import queue_overflow
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
+from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.lessons.config_ab_launch import vllm_launch
+from helpers.server.errors import queue_overflow
 from helpers.vllm_version import VLLM_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -291,7 +291,7 @@ def test_the_mock_exports_vllms_names_with_vllms_kinds(facts):
 
     from helpers.engine.engine import LLMEngine
     from helpers.server.driver import EngineDriver
-    from helpers.server.metrics import ServerMetrics
+    from helpers.server.prometheus import ServerMetrics
 
     config = EngineConfig(model="llama-2-7b", speculative_config={"num_speculative_tokens": 2,
                                                                   "acceptance_rate": 0.7})
