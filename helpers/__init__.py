@@ -273,6 +273,10 @@ if TYPE_CHECKING:
         python_ok as python_ok,
         read_requirements as read_requirements,
     )
+    from helpers.lessons.slo_goodput_cost import (
+        generated_block_bonus as generated_block_bonus,
+        multiturn_findings as multiturn_findings,
+    )
     from helpers.lessons.streaming import (
         compare_with_naive as compare_with_naive,
         engine_prefill_ms as engine_prefill_ms,
@@ -545,6 +549,7 @@ _EXPORTS: dict[str, str] = {
     "truncated_draft": "toy.speculative", "SpeculativeTiming": "toy.speculative",
     "speculative_sweep": "toy.speculative", "with_quiet_layers": "toy.speculative",
     "acceptance_by_position": "toy.speculative", "alpha_estimate": "toy.speculative",
+    "multiturn_findings": "lessons.slo_goodput_cost", "generated_block_bonus": "lessons.slo_goodput_cost",
     "SpeculativeConfig": "engine.speculative", "SpeculativeStep": "engine.speculative",
     "expected_tokens_per_step": "engine.speculative", "speculative_step": "engine.speculative",
     "speculative_batch_sweep": "engine.speculative", "best_num_speculative_tokens": "engine.speculative",

@@ -5,6 +5,7 @@
 - 06 vLLM config A vs B: ``config_ab`` (the articles' tables), ``config_ab_launch`` (a YAML as its command)
 - 07 troubleshooting: ``troubleshooting`` (the first request, errors diagnosed)
 - 08 capacity planning: ``capacity_planning`` (sizing a deployment), ``capacity_planning_log`` (request logs)
+- 09 SLO, goodput and cost: ``slo_goodput_cost`` (the multi-turn findings as prose)
 - 11 simulator fidelity: ``fidelity`` (the simulator against published benchmarks)
 - 12 real vLLM: ``real_vllm`` (configs A and B on vLLM itself, beside the course's calculator and simulator)
 
