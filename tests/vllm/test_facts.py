@@ -6,11 +6,8 @@ no test can check names its source line in data/vllm/FACTS.md instead.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -54,14 +51,6 @@ GOODPUT_MS = {"ttft": 300.0, "tpot": 100.0}
 DURATION_S = 4.0
 
 
-def _vllm_python() -> Path:
-    venv = os.environ.get("INFERENCE_LAB_VLLM_VENV") or str(ROOT / ".venv-vllm")
-    python = Path(venv) / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"no vLLM venv at {venv}: run `make vllm` (make vllm-test sets INFERENCE_LAB_VLLM_VENV)")
-    return python
-
-
 def _serve_argv(command: str) -> list[str]:
     argv = shlex.split(command)
     assert argv[:2] == ["vllm", "serve"], command
@@ -73,7 +62,8 @@ def _launch(config: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def facts() -> dict:
+def facts(probe) -> dict:
+    """The probe's JSON (``probe`` from tests/vllm/conftest.py: the vLLM venv and its environment)."""
     spec = {
         "stream": STREAM,
         "metrics": {"rows": ROWS, "duration_s": DURATION_S, "goodput": GOODPUT_MS},
@@ -81,15 +71,7 @@ def facts() -> dict:
                            ["some-model", "--config", str(DATA / "config_a.yaml")],
                            ["some-model", "--config", str(DATA / "config_b.yaml")]],
     }
-    cache = ROOT / ".cache" / "vllm"
-    cache.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
-           "DO_NOT_TRACK": "1", "VLLM_CACHE_ROOT": str(cache)}
-    env.pop("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", None)
-    done = subprocess.run([str(_vllm_python()), str(ROOT / "tests" / "vllm" / "probes" / "facts.py")],
-                          input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return probe("facts", stdin=spec)
 
 
 def test_the_installed_vllm_is_the_one_the_course_describes(facts):

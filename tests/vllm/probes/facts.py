@@ -26,6 +26,7 @@ from unittest import mock
 from helpers.hardware import list_gpus, load_gpu
 
 MAX_MODEL_LEN = 4096  # a Llama-2 context, the course's configs A and B
+_LOCAL_DIR = str(Path(__file__).resolve().parent)  # EngineArgs resolves `model`; an existing folder stays local
 
 
 def _literal_values(tp: object) -> list[str]:
@@ -69,7 +70,8 @@ def batch_defaults() -> dict:
             for chunked in (True, False):
                 for mode in ("balanced", "throughput"):
                     for context, usage in contexts.items():
-                        args = EngineArgs(enable_chunked_prefill=chunked, performance_mode=mode)
+                        args = EngineArgs(model=_LOCAL_DIR, enable_chunked_prefill=chunked,
+                                          performance_mode=mode)  # a local path: no hub lookup
                         model_config = SimpleNamespace(max_model_len=MAX_MODEL_LEN, is_multimodal_model=False,
                                                        is_mm_prefix_lm=False)
                         args._set_default_max_num_seqs_and_batched_tokens_args(
