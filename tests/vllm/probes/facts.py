@@ -26,7 +26,8 @@ from unittest import mock
 from helpers.hardware import list_gpus, load_gpu
 
 MAX_MODEL_LEN = 4096  # a Llama-2 context, the course's configs A and B
-_LOCAL_DIR = str(Path(__file__).resolve().parent)  # EngineArgs resolves `model`; an existing folder stays local
+# EngineArgs resolves `model` in __post_init__; an existing folder stays local (no hub lookup)
+_LOCAL_DIR = str(Path(__file__).resolve().parent)
 
 
 def _literal_values(tp: object) -> list[str]:
