@@ -117,6 +117,16 @@ def _stamped_transport(stack: _Stack, limits: httpx.Limits) -> Any:
     return transport
 
 
+def _resend_before_response(stack: _Stack, http_client: Any) -> None:
+    """Wrap every transport of ``http_client`` (the default one, ours for http://, any proxy's) in
+    ``helpers.client.retry``. Passing ``transport=`` to httpx instead would switch off the proxy variables,
+    so we wrap what httpx built, in its private ``_transport`` and ``_mounts`` (httpx 0.18+ and httpx2
+    alike; tests/test_client_retry.py fails if that changes)."""
+    http_client._transport = stack.retry(http_client._transport)
+    http_client._mounts = {pattern: None if transport is None else stack.retry(transport)
+                           for pattern, transport in http_client._mounts.items()}
+
+
 def _build(
     stack: _Stack,
     settings: Settings | None,
@@ -136,18 +146,15 @@ def _build(
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
                           keepalive_expiry=CLIENT_KEEPALIVE_S)
     stamped = _kernel_stamps(parts.scheme, loopback)
-    # Requests that do not go through a proxy: on our transports, each wrapped in the resend-before-response
-    # retry. (A proxy's transport is httpx's own, built from the proxy variables.)
-    plain = stack.retry(stack.transport(limits=limits, trust_env=not loopback))
     http_client = stack.http_client(
         timeout=measurement_timeout(timeout_s),
         limits=limits,
-        transport=plain,
-        mounts={"http://": stack.retry(_stamped_transport(stack, limits))} if stamped else None,
+        mounts={"http://": _stamped_transport(stack, limits)} if stamped else None,
         # Loopback: never through a proxy. Remote: honour the learner's proxy variables.
         trust_env=not loopback,
         event_hooks={"request": [stack.request_hook]},
     )
+    _resend_before_response(stack, http_client)
     return stack.sdk(
         base_url=url,
         api_key=key,
