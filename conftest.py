@@ -13,7 +13,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 # JupyterLab in Chromium, minutes: `make browser-test` runs it (a path given on the command line is collected)
 collect_ignore = ["tests/browser"]
-MOCK_ARGS = ("--served-model-name", "local-13b", "local-r1:reasoning")
 _mock = None
 
 
@@ -27,9 +26,12 @@ def pytest_configure(config) -> None:
     os.environ["INFERENCE_LAB_TEST"] = "1"
     os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1,localhost"]))
     if _mock is None and not hasattr(config, "workerinput"):
+        from helpers.client.backend import ROOM_CONFIG, ROOM_GPU, ROOM_SERVE_ARGS
         from helpers.server.launcher import spawn_mock_server
 
-        _mock = spawn_mock_server(ROOT / "data" / "vllm" / "config_b.yaml", "a100-80gb", extra_args=MOCK_ARGS)
+        # the room's server exactly as docs/workshop.md starts it (minus the classroom keys): the notebooks'
+        # shared measurements run on it, as they do in a classroom
+        _mock = spawn_mock_server(ROOM_CONFIG, ROOM_GPU, extra_args=ROOM_SERVE_ARGS)
         os.environ["INFERENCE_LAB_MOCK_URL"] = _mock.base_url
         os.environ["INFERENCE_LAB_FORBID_INPROCESS_MOCK"] = "1"
 

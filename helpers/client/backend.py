@@ -50,8 +50,7 @@ MOCK_SERVED_MODELS = ("local-13b", "local-r1:reasoning")  # the articles' model 
 # The room's server (docs/workshop.md's `serve` command, the test session's server): one engine, config B on
 # an A100, serving MOCK_SERVED_MODELS, at ROOM_TIME_SCALE wall seconds per simulated second.
 ROOM_CONFIG, ROOM_GPU, ROOM_TIME_SCALE = MOCK_CONFIG, MOCK_GPU, 0.1
-ROOM_SERVE_ARGS = ("--config", "data/vllm/config_b.yaml", "--gpu", MOCK_GPU, "--time-scale", f"{ROOM_TIME_SCALE:g}",
-                   "--served-model-name", *MOCK_SERVED_MODELS)
+ROOM_SERVE_ARGS = ("--time-scale", f"{ROOM_TIME_SCALE:g}", "--served-model-name", *MOCK_SERVED_MODELS)
 
 _lock = threading.Lock()
 _mock: MockServer | None = None
