@@ -68,7 +68,7 @@ _export("metrics", "summarize")
 _export("fidelity", "Efficiency", "load_published", "compare_with_published", "calibrate_efficiency",
         "fidelity_split", "fit_rows", "error_table", "error_summary", "per_gpu_efficiency")
 _export("plots.fidelity", "plot_sim_vs_published")
-_export("client.backend", "get_backend")
+_export("client.backend", "get_backend", "measuring_target", "what_if_target", "targets_ready", "Target")
 _export("bench", "BenchPrompt", "BenchResult", "RequestResult", "FewSamplesWarning", "synthetic_prompts",
         "prompts_from_log", "make_prompts", "run_benchmark", "arun_benchmark", "sweep", "asweep",
         "load_jsonl", "summarize_results", "to_simulated", "arrival_times_s", "replay_benchmark",

@@ -268,3 +268,8 @@ def what_if_target(config: Any, gpu: str = ROOM_GPU, *, time_scale: float = ROOM
         return None
     return measuring_target(config, gpu, time_scale=time_scale, model=model,
                             served_model_names=served_model_names, name=name)
+
+
+def targets_ready(targets: Mapping[str, Target]) -> bool:
+    """True when every target can be measured; otherwise one line (from the first that cannot)."""
+    return all(target.ready() for target in targets.values())
