@@ -13,9 +13,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from helpers import closed_port_url
 from helpers.client.backend import MOCK_KEY_ENV, MOCK_URL_ENV
 from helpers.server.launcher import spawn_mock_server
-from helpers.troubleshoot import closed_port_url
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_streaming_ttft_tps.ipynb"
@@ -43,7 +43,7 @@ def _check(cells: list, title: str) -> None:
     first = next(i for i, t in enumerate(texts) if title in t)
     later = [t for t in texts[first + 1:] if SKIP in t]
     assert len(later) >= 12, f"every later measuring cell skips: {len(later)} did"
-    assert all(t.count("\n") == 1 for t in later), f"one line each: {[t for t in later if t.count(chr(10)) != 1]}"
+    assert all(t.count("\n") == 1 for t in later), [t for t in later if t.count("\n") != 1]
     assert not any("Traceback" in t for t in texts)
     exercises = [t for t in texts if "未作答" in t]
     assert len(exercises) == 4, f"the four exercises run and say 未作答: {texts[-4:]}"

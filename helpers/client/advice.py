@@ -352,7 +352,8 @@ def unknown(type_name: str) -> Diagnosis:
 
 
 # What a learner in a classroom meets when the room's server is down, restarting or cut off.
-ROOM_DOWN_KINDS = frozenset({"connection_refused", "connection_error", "timeout", "unavailable", "server_error",
+ROOM_DOWN_KINDS = frozenset({"connection_refused", "connection_error", "timeout", "unavailable",
+                             "server_error",
                              "disconnected"})
 ROOM_RETRY = "服务器暂时不可用，稍后重试本单元"
 

@@ -2,8 +2,10 @@
 
 Backend kinds, chosen by ``backend_kind(env)`` in this order:
 
-* ``taotoken``: ``TAOTOKEN_API_KEY`` set (environment or ``.env``) → ``TAOTOKEN_BASE_URL`` with ``TAOTOKEN_MODEL``.
-* ``room``: ``INFERENCE_LAB_MOCK_URL`` set → a mock already running elsewhere: the instructor's classroom server
+* ``taotoken``: ``TAOTOKEN_API_KEY`` set (environment or ``.env``) → ``TAOTOKEN_BASE_URL`` with
+  ``TAOTOKEN_MODEL``.
+* ``room``: ``INFERENCE_LAB_MOCK_URL`` set → a mock already running elsewhere: the instructor's classroom
+  server
   (the learner's key in ``INFERENCE_LAB_MOCK_KEY``), or the one the test session starts for all notebooks.
   Everyone measures the same engine; the notebooks read its time scale from its ``/metrics``.
 * ``own-mock``: nothing set → a mock started in this process on first use (``get_backend``), or one per engine
@@ -156,7 +158,8 @@ class Target:
 
     def describe(self) -> str:
         """One line for the top of a notebook: what it measures."""
-        what = {"own-mock": "本内核里的 mock", "room": "教室服务器（大家共用的 mock）", "taotoken": "TaoToken"}
+        what = {"own-mock": "本内核里的 mock", "room": "教室服务器（大家共用的 mock）",
+                "taotoken": "TaoToken"}
         scale = f"，time_scale {self.time_scale:g}" if self.engine_clock else ""
         key = f"，Key {mask_secret(self.api_key)}" if self.api_key != MOCK_API_KEY else ""
         return f"测量对象：{what.get(self.kind, self.kind)} {self.base_url}，模型 {self.model}{scale}{key}"
@@ -205,12 +208,13 @@ def _connect_room(request: _Request) -> Target:
         models = list_served_models(base_url, key)
         scale = room_time_scale(base_url)
         if request.model not in models:
-            problem = f"教室服务器没有模型 {request.model}（它有 {', '.join(models)}）：请讲师按 docs/workshop.md 的命令启动"
+            problem = (f"教室服务器没有模型 {request.model}（它有 {', '.join(models)}）："
+                       "请讲师按 docs/workshop.md 的命令启动")
     except Exception as error:  # noqa: BLE001 - explained once, here; later cells print one line
         from .diagnose import diagnose  # noqa: PLC0415
 
-        found = diagnose(error, Settings("mock", base_url, request.model, None if key == MOCK_API_KEY else key,
-                                         shared=True))
+        sent_key = None if key == MOCK_API_KEY else key
+        found = diagnose(error, Settings("mock", base_url, request.model, sent_key, shared=True))
         print(f"连不上教室服务器 {base_url}：{found.title}。{found.cause}\n怎么办：{found.fix}")
         scale, problem = math.nan, f"教室服务器没有连上（{found.title}），见本 notebook 开头的说明"
     return Target("room", base_url, request.model, scale, key, engine_clock=True, problem=problem)

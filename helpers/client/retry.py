@@ -4,8 +4,9 @@ A keep-alive connection can be closed by the server at the very moment the clien
 idle timer runs out at about the same time; helpers.server.launcher.SERVER_KEEP_ALIVE_S explains the
 race). The request then fails with "Server disconnected without sending a response" or a read/write error
 on the socket, before a status line arrived: the server never started on it, so sending it once more, on
-a fresh connection, is safe and is what a careful client does. Anything later (a status line and headers,
-a byte of the body: a stream cut mid-way) is never retried: that request happened, and a measurement must see what it got.
+a fresh connection, is safe and is what a careful client does. Anything later (a status line and
+headers, a byte of the body: a stream cut mid-way) is never retried: that request happened, and a
+measurement must see what it got.
 
 ``make_client``/``make_async_client`` (helpers.client.factory) wrap their transports in these classes.
 The SDK's own retries stay off (``max_retries=0``): they would retry 5xx and timeouts too, and sum two

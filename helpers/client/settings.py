@@ -77,7 +77,9 @@ class Settings:
     def describe(self) -> str:
         """A few lines for a notebook: backend, base URL, model, masked key, where the settings came from."""
         mock = self.backend == "mock"
-        backend = ("已在运行的 mock（教室服务器）" if self.shared else "内置 mock 服务") if mock else "TaoToken"
+        backend = "TaoToken"
+        if mock:
+            backend = "已在运行的 mock（教室服务器）" if self.shared else "内置 mock 服务"
         missing_model = "（mock 启动后确定）" if mock else (
             f"（未设置 {ENV_MODEL}：请求会失败。在 .env 里写 {ENV_MODEL}=模型 ID，如 claude-sonnet-4-6，"
             "然后重启内核；check_settings() 会列出服务器上的 ID）"
