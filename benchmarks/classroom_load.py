@@ -48,6 +48,7 @@ from helpers.server.launcher import spawn_mock_server
 SERVER_ERRORS = {"server_error", "unavailable", "server_error_event"}
 TRANSPORT_ERRORS = {"connection_error", "connection_refused", "disconnected", "timeout", "deadline_exceeded",
                     "proxy_failed"}
+PER_KEY_RUNNING = 4  # the classroom's default --per-learner-running
 LOG = Path(__file__).resolve().parents[1] / "data" / "logs" / "sample_requests.jsonl"
 
 
@@ -57,7 +58,7 @@ class Learner:
     tally: collections.Counter = field(default_factory=collections.Counter)  # outcome kind -> requests
     tokens: int = 0
     busy_s: float = 0.0  # wall time with at least one request of this learner in flight
-    spans: list = field(default_factory=list)  # (start_s, end_s, output tokens) of each request or run
+    spans: list = field(default_factory=list)  # (start_s, end_s, output tokens, requests in flight)
     started_s: float = 0.0
     finished_s: float = 0.0
 
@@ -85,7 +86,7 @@ async def _stream(learner: Learner, client: openai.AsyncOpenAI, model: str, mess
         tokens = run.completion_tokens
     learner.tokens += tokens
     learner.busy_s += time.perf_counter() - start
-    learner.spans.append((start, time.perf_counter(), tokens))
+    learner.spans.append((start, time.perf_counter(), tokens, 1))
 
 
 def _user(text: str) -> list[dict]:
@@ -128,7 +129,8 @@ async def _bench(learner: Learner, base_url: str, prompts: list, concurrency: in
         learner.tally[str(kind)] += int(count)
     tokens = int(rows.loc[rows["success"].astype(bool), "output_tokens"].sum())
     learner.tokens += tokens
-    learner.spans.append((start, time.perf_counter(), tokens))  # a run's tokens, spread over the run
+    # a run's tokens spread over the run; in flight: its concurrency, at most the key's running cap
+    learner.spans.append((start, time.perf_counter(), tokens, min(concurrency, PER_KEY_RUNNING)))
 
 
 async def _notebook_06(learner: Learner, base_url: str) -> None:
@@ -176,23 +178,25 @@ async def _room(base_url: str, keys: list[str], stagger_s: float,
 
 
 def fair_shares(learners: list[Learner], step_s: float = 0.5) -> list[float]:
-    """Each learner's tokens ÷ its fair share: at every moment (``step_s`` grid) the room's served tokens
-    split equally among the learners who had a request in flight then, summed over the moments this
-    learner did. (A learner alone in the room early on deserves the whole server; one among 60, a 60th of
-    it.)"""
-    t0 = min(a for learner in learners for a, _, _ in learner.spans)
-    t1 = max(b for learner in learners for _, b, _ in learner.spans)
+    """Each learner's tokens ÷ its fair share. The engine serves requests, not learners, and the room caps
+    each key at PER_KEY_RUNNING requests in the engine: so at every moment (``step_s`` grid) the room's
+    served tokens are shared out in proportion to the requests each learner had in flight (at most the cap),
+    and a learner's fair share is the sum over the moments it was busy. A learner sending one request after
+    another while another runs a burst of 16 is owed a quarter of what the other is, not an equal split; one
+    alone in the room early on is owed the whole server."""
+    t0 = min(a for learner in learners for a, _, _, _ in learner.spans)
+    t1 = max(b for learner in learners for _, b, _, _ in learner.spans)
     bins = int((t1 - t0) / step_s) + 1
     room = [0.0] * bins
-    busy = [[False] * bins for _ in learners]
+    weight = [[0] * bins for _ in learners]
     for i, learner in enumerate(learners):
-        for a, b, tokens in learner.spans:
+        for a, b, tokens, in_flight in learner.spans:
             first, last = int((a - t0) / step_s), int((b - t0) / step_s)
             for k in range(first, last + 1):
-                busy[i][k] = True
+                weight[i][k] = max(weight[i][k], in_flight)
                 room[k] += tokens / (last - first + 1)
-    crowd = [sum(flags[k] for flags in busy) for k in range(bins)]
-    fair = [sum(room[k] / crowd[k] for k in range(bins) if flags[k]) for flags in busy]
+    total = [sum(w[k] for w in weight) for k in range(bins)]
+    fair = [sum(room[k] * w[k] / total[k] for k in range(bins) if w[k]) for w in weight]
     return [learner.tokens / share for learner, share in zip(learners, fair)]
 
 
@@ -221,8 +225,9 @@ def report(learners: list[Learner], wall_s: float, budget_s: float) -> bool:
           f"{statistics.median(finish):.0f} s, max {max(finish):.0f} s (budget {budget_s:.0f} s)")
     print(f"throughput per learner (tokens / own busy s): min {min(rates):.1f}, median "
           f"{statistics.median(rates):.1f}, max {max(rates):.1f}")
-    print(f"tokens per learner / fair share (the room split equally among the busy learners, moment by "
-          f"moment): min {min(shares):.2f}, median {statistics.median(shares):.2f}, max {max(shares):.2f}")
+    print(f"tokens per learner / fair share (the room's tokens moment by moment, by requests in flight, "
+          f"capped at {PER_KEY_RUNNING} per key): min {min(shares):.2f}, "
+          f"median {statistics.median(shares):.2f}, max {max(shares):.2f}")
     targets = {
         "0 responses >= 500": server == 0,
         "0 transport errors": transport == 0,
