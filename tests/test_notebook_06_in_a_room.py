@@ -40,7 +40,8 @@ def test_06_in_a_classroom_sends_its_sweep_to_the_rooms_server(tmp_path, monkeyp
         server.stop()
     completed = metric_value(samples, "inference_lab_learner_requests_completed_total", learner="learner-01")
     rejected = metric_value(samples, "inference_lab_learner_requests_rejected_total", learner="learner-01")
-    assert completed >= 4 * 32 and metric_value(samples, "vllm:generation_tokens_total") >= 4 * 32 * 64
+    # concurrency 1 and 4 fit the key's 4 running + 4 waiting: all 2 x 32 served (and the warm-ups)
+    assert completed >= 2 * 32 and metric_value(samples, "vllm:generation_tokens_total") >= completed * 64
     assert rejected > 0, "concurrency 16 and 32 exceed 4 running + 4 waiting: the room refuses the rest"
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                       for o in c.get("outputs", []))
