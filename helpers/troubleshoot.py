@@ -61,7 +61,9 @@ class FirstRequest:
         if self.diagnosis is None:
             return ""
         if self.diagnosis.kind in ROOM_DOWN_KINDS:
-            return f"{ROOM_RETRY}（先重新运行第一个请求的单元，成功后再运行这里）"
+            title = self.diagnosis.title
+            said = "" if title in ROOM_RETRY else f"第一个请求没有成功（{title}）："
+            return f"{said}{ROOM_RETRY}（先重新运行第一个请求的单元，成功后再运行这里）"
         return (f"第一个请求没有成功（{self.diagnosis.title}），"
                 "按上面的“怎么办”修正后重新运行第一个请求的单元；"
                 "第 07 课逐个复现并诊断这类错误")
