@@ -19,7 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent
 # JupyterLab in Chromium, minutes: `make browser-test` runs it (a path given on the command line is collected)
 collect_ignore = ["tests/browser", "tests/vllm"]  # tests/vllm: real vLLM, `make vllm-test`
-MOCK_ARGS = ("--served-model-name", "local-13b", "local-r1:reasoning")
 _mock = None
 
 
@@ -47,9 +46,12 @@ def ensure_shared_mock() -> str:
     """Start this process's mock once (config B on an A100, as the notebooks expect) and return its URL."""
     global _mock
     if _mock is None:
+        from helpers.client.backend import ROOM_CONFIG, ROOM_GPU, ROOM_SERVE_ARGS
         from helpers.server.launcher import spawn_mock_server
 
-        _mock = spawn_mock_server(ROOT / "data" / "vllm" / "config_b.yaml", "a100-80gb", extra_args=MOCK_ARGS)
+        # the room's server exactly as docs/workshop.md starts it (minus the classroom keys): the notebooks'
+        # shared measurements run on it, as they do in a classroom
+        _mock = spawn_mock_server(ROOM_CONFIG, ROOM_GPU, extra_args=ROOM_SERVE_ARGS)
         os.environ["INFERENCE_LAB_MOCK_URL"] = _mock.base_url
     return _mock.base_url
 

@@ -67,7 +67,13 @@ if TYPE_CHECKING:
         search_slo as search_slo,
         simulated_levels as simulated_levels,
     )
-    from helpers.client.backend import get_backend as get_backend
+    from helpers.client.backend import (
+        Target as Target,
+        get_backend as get_backend,
+        measuring_target as measuring_target,
+        targets_ready as targets_ready,
+        what_if_target as what_if_target,
+    )
     from helpers.client.check import SettingsCheck as SettingsCheck, check_settings as check_settings
     from helpers.client.diagnose import Diagnosis as Diagnosis, diagnose as diagnose
     from helpers.client.factory import make_async_client as make_async_client, make_client as make_client
@@ -585,6 +591,10 @@ _EXPORTS: dict[str, str] = {
     "parse_startup_log": "vllm_local",
     "start_vllm": "vllm_local",
     "vllm_status": "vllm_local",
+    "measuring_target": "client.backend",
+    "what_if_target": "client.backend",
+    "targets_ready": "client.backend",
+    "Target": "client.backend",
 }
 
 __all__ = sorted(_EXPORTS)

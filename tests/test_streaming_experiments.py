@@ -1,4 +1,7 @@
-"""The notebook 04 sweeps against the session's mock: fresh prompts, tables the notebook relies on."""
+"""The notebook 04 sweeps against a mock at time scale 1: fresh prompts, tables the notebook relies on.
+
+(Not the session's mock: that one is the room's server at time scale 0.1, where the two tokens of a 2-token
+reply can arrive in one socket read, and a gap of zero says nothing about these helpers.)"""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +12,6 @@ import pytest
 from helpers import (
     compare_with_naive,
     engine_prefill_ms,
-    get_backend,
     make_client,
     measurement_overhead,
     prefill_fit,
@@ -19,6 +21,8 @@ from helpers import (
     unique_prompt,
     user_message,
 )
+from helpers.client.backend import MOCK_CONFIG, MOCK_SERVED_MODELS
+from helpers.server.launcher import start_mock_server
 from helpers.text.tokenizer import count_tokens
 
 pytestmark = pytest.mark.shared_mock  # get_backend(): the session's mock
@@ -26,8 +30,8 @@ pytestmark = pytest.mark.shared_mock  # get_backend(): the session's mock
 
 @pytest.fixture(scope="module")
 def mock():
-    backend = get_backend()
-    return make_client(backend), backend.model
+    with start_mock_server(MOCK_CONFIG, served_model_names=MOCK_SERVED_MODELS) as server:
+        yield make_client(base_url=server.base_url), MOCK_SERVED_MODELS[0]
 
 
 def test_unique_prompts_differ_from_the_first_line_and_have_the_asked_length() -> None:

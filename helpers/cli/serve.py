@@ -143,7 +143,10 @@ def run(args: argparse.Namespace) -> int:
         kind = " (reasoning: streams reasoning_content first)" if endpoint.served.reasoning else ""
         _log(f"Served model name: {name} -> {endpoint.driver.engine.model.name}{kind}")
     _log(f"time_scale={args.time_scale:g}: 1 simulated second = {args.time_scale:g} wall seconds")
-    _log("API key: " + ("required (set, not shown)" if args.api_key else "not required"))
+    if args.classroom:
+        _log("API key: required (one per learner, from the keys file; never shown)")
+    else:
+        _log("API key: " + ("required (set, not shown)" if args.api_key else "not required"))
     if args.max_waiting_requests is not None:
         _log(f"Waiting queue limit: {args.max_waiting_requests} (then 429 with Retry-After)")
     if args.fault_rate:

@@ -349,3 +349,38 @@ def unknown(type_name: str) -> Diagnosis:
         "读完整的 traceback 和原始信息：先分清是认证、网络、参数还是模型本身的问题；"
         "把请求体和响应体打印出来对照。",
     )
+
+
+# What a learner in a classroom meets when the room's server is down, restarting or cut off.
+ROOM_DOWN_KINDS = frozenset({"connection_refused", "connection_error", "timeout", "unavailable",
+                             "server_error",
+                             "disconnected"})
+ROOM_RETRY = "服务器暂时不可用，稍后重试本单元"
+
+
+def for_room(found: Diagnosis) -> Diagnosis:
+    """The same finding, said for a learner on the classroom server (helpers.client.backend, kind ``room``):
+    the server being away is not the learner's settings; a refused key is the instructor's key, not .env."""
+    if found.kind == "disconnected":
+        return Diagnosis(
+            found.kind, "流在中途断开：教室服务器关闭了连接",
+            "回答还没结束，连接就断了：讲师的服务器重启了、网络断了一下，或者服务器把这个请求取消了。"
+            "已经收到的那部分不算一次完整的测量。",
+            f"{ROOM_RETRY}（不用改 .env，也不用重启内核）。",
+        )
+    if found.kind in ROOM_DOWN_KINDS:
+        return Diagnosis(
+            found.kind, "服务器暂时不可用",
+            f"连不上教室服务器或它正在重启（{found.title}）。这不是你的设置的问题。",
+            f"{ROOM_RETRY}：服务器回来后，在同一个内核里重新运行这个单元就行（不用改 .env，也不用重启内核）。"
+            "一直连不上时请讲师看一眼服务器。",
+        )
+    if found.kind == "unauthorized":
+        return Diagnosis(
+            found.kind, "401 未授权：教室服务器不认这个 Key",
+            "教室服务器给每位学员一个 Key；没有设置 INFERENCE_LAB_MOCK_KEY，或者 Key 抄错了"
+            "（多了空格、少了字符），或者讲师换了一批新 Key。",
+            "把纸条上的 Key 原样设为环境变量 INFERENCE_LAB_MOCK_KEY，然后重启 JupyterLab"
+            "（环境变量在启动时读取）。拿不准时请讲师核对你的标签（learner-NN）。",
+        )
+    return found

@@ -23,7 +23,7 @@ from .advice import Diagnosis
 from .latency import NoTokensError, RequestMetrics
 from .proxies import proxy_variables
 from .settings import ENV_KEY, Settings, mask_secret, redact_url
-from .sse import DeadlineExceededError, StreamError
+from .sse import DeadlineExceededError, StreamCutError, StreamError
 from .urls import is_loopback_host, normalize_base_url
 
 _SECRET_PATTERNS = (  # sk-... strings; a token after "Bearer " (not the word in our own advice text)
@@ -115,7 +115,8 @@ def _connection_error(error: BaseException) -> Diagnosis:
     url = _request_url(error)
     host = urlsplit(url).hostname if url else None
     proxies = {k: v for k, v in proxy_variables().items() if not k.lower().startswith("no_")}
-    if _named(error, "RemoteProtocolError", "ReadError") or "incomplete chunked read" in str(error.__cause__):
+    if isinstance(error, StreamCutError) or _named(error, "RemoteProtocolError", "ReadError") \
+            or "incomplete chunked read" in str(error.__cause__):
         return advice.disconnected()
     if _named(error, "ProxyError"):
         return advice.proxy_failed(proxies)
@@ -200,6 +201,8 @@ def diagnose(error_or_response: Any, settings: Settings | None = None) -> Diagno
     """
     if isinstance(error_or_response, BaseException):
         found = _diagnose_exception(error_or_response, settings)
+        if settings is not None and settings.shared:
+            found = advice.for_room(found)
         cause = error_or_response.__cause__
         detail = f"{type(error_or_response).__name__}: {error_or_response}"
         detail += f" ← {type(cause).__name__}: {cause}" if cause is not None else ""

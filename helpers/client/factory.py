@@ -8,6 +8,11 @@
 - A connection pool at least as large as the concurrency: a smaller pool is a hidden client-side queue whose
   wait would be counted as server TTFT.
 - Proxy variables are ignored for loopback hosts (see ``helpers.client.proxies``), honoured for remote ones.
+- Keep-alive: an idle pooled connection is closed by the client after 4 s (``CLIENT_KEEPALIVE_S``), before
+  the course's server closes it (30 s, ``helpers.server.launcher.SERVER_KEEP_ALIVE_S``; vLLM's uvicorn: 5 s),
+  so the client never reuses a connection the server is closing. Should it happen anyway (another server,
+  a restart), a request whose connection failed before any byte of the response is sent once more on a
+  fresh connection (``helpers.client.retry``); nothing later is ever retried.
 - A request hook lets ``stream_once`` start its clock when the request is really sent
   (``helpers.client.sendclock``).
 - Plain ``http://`` with no proxy in between (the local mock, a local vLLM), on Linux: connections from
@@ -38,6 +43,7 @@ except ImportError:  # openai 1.x
     import httpx  # type: ignore[no-redef]
 
 from . import rxclock
+from .retry import AsyncRetryBeforeResponse, RetryBeforeResponse
 from .sendclock import astamp_request, stamp_request
 from .settings import MOCK_API_KEY
 from .urls import is_loopback_host
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 CONNECT_TIMEOUT_S = 5.0
+CLIENT_KEEPALIVE_S = 4.0  # < every server's idle timeout we talk to (uvicorn's default and vLLM's: 5 s)
 
 
 def measurement_timeout(timeout_s: float = 60.0) -> httpx.Timeout:
@@ -79,12 +86,13 @@ class _Stack:
     transport: type
     pool: type
     stamped_backend: type
+    retry: type
 
 
 _SYNC = _Stack(openai.OpenAI, httpx.Client, stamp_request, httpx.HTTPTransport, httpcore.ConnectionPool,
-               rxclock.StampedBackend)
+               rxclock.StampedBackend, RetryBeforeResponse)
 _ASYNC = _Stack(openai.AsyncOpenAI, httpx.AsyncClient, astamp_request, httpx.AsyncHTTPTransport,
-                httpcore.AsyncConnectionPool, rxclock.AsyncStampedBackend)
+                httpcore.AsyncConnectionPool, rxclock.AsyncStampedBackend, AsyncRetryBeforeResponse)
 
 
 def _kernel_stamps(scheme: str, loopback: bool) -> bool:
@@ -109,6 +117,16 @@ def _stamped_transport(stack: _Stack, limits: httpx.Limits) -> Any:
     return transport
 
 
+def _resend_before_response(stack: _Stack, http_client: Any) -> None:
+    """Wrap every transport of ``http_client`` (the default one, ours for http://, any proxy's) in
+    ``helpers.client.retry``. Passing ``transport=`` to httpx instead would switch off the proxy variables,
+    so we wrap what httpx built, in its private ``_transport`` and ``_mounts`` (httpx 0.18+ and httpx2
+    alike; tests/test_client_retry.py fails if that changes)."""
+    http_client._transport = stack.retry(http_client._transport)
+    http_client._mounts = {pattern: None if transport is None else stack.retry(transport)
+                           for pattern, transport in http_client._mounts.items()}
+
+
 def _build(
     stack: _Stack,
     settings: Settings | None,
@@ -125,7 +143,8 @@ def _build(
     url, key = _connection(settings, base_url, api_key)
     parts = urlsplit(url)
     loopback = is_loopback_host(parts.hostname)
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                          keepalive_expiry=CLIENT_KEEPALIVE_S)
     stamped = _kernel_stamps(parts.scheme, loopback)
     http_client = stack.http_client(
         timeout=measurement_timeout(timeout_s),
@@ -135,6 +154,7 @@ def _build(
         trust_env=not loopback,
         event_hooks={"request": [stack.request_hook]},
     )
+    _resend_before_response(stack, http_client)
     return stack.sdk(
         base_url=url,
         api_key=key,

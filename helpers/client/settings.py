@@ -63,6 +63,7 @@ class Settings:
     api_key: str | None = field(default=None, repr=False)
     source: str = "环境变量"
     url_notes: tuple[str, ...] = ()
+    shared: bool = False  # a mock other people use too (the classroom server): it may restart, it wants a key
 
     @property
     def client_api_key(self) -> str:
@@ -76,7 +77,9 @@ class Settings:
     def describe(self) -> str:
         """A few lines for a notebook: backend, base URL, model, masked key, where the settings came from."""
         mock = self.backend == "mock"
-        backend = "内置 mock 服务" if mock else "TaoToken"
+        backend = "TaoToken"
+        if mock:
+            backend = "已在运行的 mock（教室服务器）" if self.shared else "内置 mock 服务"
         missing_model = "（mock 启动后确定）" if mock else (
             f"（未设置 {ENV_MODEL}：请求会失败。在 .env 里写 {ENV_MODEL}=模型 ID，如 claude-sonnet-4-6，"
             "然后重启内核；check_settings() 会列出服务器上的 ID）"
@@ -85,11 +88,18 @@ class Settings:
             f"后端 backend : {backend}",
             f"Base URL     : {redact_url(self.base_url) if self.base_url else '（mock 启动后确定）'}",
             f"模型 model   : {self.model or missing_model}",
-            f"API Key      : {'（mock 不需要 Key）' if mock else self.masked_key}",
+            f"API Key      : {self._key_line()}",
             f"来源 source  : {self.source}",
         ]
         lines += [f"提示         : {note}" for note in self.url_notes]
         return "\n".join(lines)
+
+    def _key_line(self) -> str:
+        if self.shared and self.api_key:
+            return f"{self.masked_key}（学员 Key，来自 INFERENCE_LAB_MOCK_KEY）"
+        if self.shared:
+            return "(未设置 INFERENCE_LAB_MOCK_KEY：教室服务器会回 401；测试用的 mock 不需要 Key)"
+        return "（mock 不需要 Key）" if self.backend == "mock" else self.masked_key
 
     def __str__(self) -> str:
         return self.describe()

@@ -38,6 +38,17 @@ class StreamError(openai.APIError):
         self.kind = kind
 
 
+class StreamCutError(openai.APIConnectionError):
+    """The connection closed after the reply began and before it ended (a stream cut mid-way)."""
+
+    def __init__(self, request: Any) -> None:
+        super().__init__(
+            message="流在中途断开：回答开始之后、结束之前，服务器或网络关闭了连接（服务器重启、网络中断，或请求被"
+                    "取消）。已经收到的部分不算一次完整的测量；服务器暂时不可用时，稍后重试本单元。",
+            request=request,
+        )
+
+
 class DeadlineExceededError(openai.APITimeoutError):
     """The request was still going when its total deadline passed (``stream_once(deadline_s=...)``)."""
 

@@ -37,7 +37,7 @@ import openai
 from .factory import httpx
 from .latency import ChunkEvent, RequestMetrics, metrics_from_trace
 from .sendclock import expect_send
-from .sse import DeadlineExceededError, LineReader, parse_chunks
+from .sse import DeadlineExceededError, LineReader, StreamCutError, parse_chunks
 
 DEFAULT_READ_TIMEOUT_S = 60.0  # make_client's
 DEADLINE_PER_TOKEN_S = 0.5  # 2 tokens/s: far slower than any server that is really generating
@@ -75,8 +75,8 @@ def _sdk_errors(request: Any) -> Iterator[None]:
         names = {cls.__name__ for cls in type(exc).__mro__}
         if "TimeoutException" in names:
             raise openai.APITimeoutError(request=request) from exc
-        if "RequestError" in names:
-            raise openai.APIConnectionError(request=request) from exc
+        if "RequestError" in names:  # the status line came long ago: the stream was cut mid-way
+            raise StreamCutError(request) from exc
         raise
 
 

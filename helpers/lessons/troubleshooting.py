@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.client.advice import Diagnosis
+from helpers.client.advice import ROOM_DOWN_KINDS, ROOM_RETRY, Diagnosis
 from helpers.client.diagnose import diagnose
 from helpers.client.settings import Settings
 
@@ -52,11 +52,31 @@ class FirstRequest:
     def value(self) -> Any:
         """The action's result; if the request failed, ``FirstRequestFailed`` with the diagnosis' title."""
         if self.diagnosis is not None:
-            raise FirstRequestFailed(
-                f"上面的第一个请求没有成功（{self.diagnosis.title}），这个单元需要它的结果。"
-                "按那里的“怎么办”修正设置（.env），重启内核后从头运行；第 07 课逐个复现并诊断这类错误。"
-            )
+            raise FirstRequestFailed(f"这个单元需要第一个请求的结果：{self.skip_reason}")
         return self._value
+
+    @property
+    def skip_reason(self) -> str:
+        """One sentence: why cells that need the server do not run, and what to do."""
+        if self.diagnosis is None:
+            return ""
+        if self.diagnosis.kind in ROOM_DOWN_KINDS:
+            title = self.diagnosis.title
+            said = "" if title in ROOM_RETRY else f"第一个请求没有成功（{title}）："
+            return f"{said}{ROOM_RETRY}（先重新运行第一个请求的单元，成功后再运行这里）"
+        return (f"第一个请求没有成功（{self.diagnosis.title}），"
+                "按上面的“怎么办”修正后重新运行第一个请求的单元；"
+                "第 07 课逐个复现并诊断这类错误")
+
+    def ready(self) -> bool:
+        """True when the first request worked; otherwise print one line saying why this cell is skipped.
+
+        Cells that measure start with ``if first.ready():`` so that Run All reaches the exercises at the end
+        of the notebook with a server that is away, after one explanation at the first request."""
+        if self.diagnosis is None:
+            return True
+        print(f"（跳过本单元：{self.skip_reason}。）")
+        return False
 
     def __bool__(self) -> bool:
         return self.ok

@@ -92,9 +92,18 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+# How long an idle keep-alive connection stays open on the server. It must outlast the client's own idle
+# limit (helpers.client.factory.CLIENT_KEEPALIVE_S, 4 s; httpx's default is 5 s), so that the client is the
+# one that closes an idle connection. With uvicorn's default of 5 s against httpx's 5 s the two expire
+# together, and a request the client sends on a connection the server is closing at that moment fails
+# before any byte of the response (a transport ReadError / RemoteProtocolError in a 60-learner room).
+SERVER_KEEP_ALIVE_S = 30
+
+
 def uvicorn_server(app: object, log_level: str = "warning") -> uvicorn.Server:
     config = uvicorn.Config(
-        app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=0.5
+        app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=0.5,
+        timeout_keep_alive=SERVER_KEEP_ALIVE_S,
     )
     return uvicorn.Server(config)
 
