@@ -90,7 +90,8 @@ def test_the_vllm_backend_is_one_setting_and_explains_no_install(monkeypatch, tm
     dotenv = tmp_path / ".env"
     dotenv.write_text("INFERENCE_LAB_BACKEND=vllm\n", encoding="utf-8")
     assert backend_kind({}, dotenv) == "vllm-local"
-    assert backend_kind({"INFERENCE_LAB_BACKEND": "vllm", "TAOTOKEN_API_KEY": "sk-" + "x" * 30}) == "vllm-local"
+    assert backend_kind({"INFERENCE_LAB_BACKEND": "vllm", "TAOTOKEN_API_KEY": "sk-" + "x" * 30}) \
+        == "vllm-local"
     assert backend_kind({}) != "vllm-local"
     monkeypatch.setenv("INFERENCE_LAB_BACKEND", "vllm")
     target = measuring_target(DATA / "config_a.yaml")
