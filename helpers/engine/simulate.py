@@ -198,7 +198,7 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
         until = pending[0][0] if pending else math.inf
         steps, batch, tokens, finished = engine._run_decode_steps(until) if bulk else (0, 0, 0, [])
         if steps == 0:
-            out, _, finished = engine._run_step()
+            out, _, finished = engine.run_step()
             steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
         for _ in finished:  # each finish frees a client (closed loop) or a concurrency slot
             if next_index < num_prompts:
