@@ -63,7 +63,8 @@ class BulkDecodeMixin:
         budget = self.config.max_num_batched_tokens - num_running
         if need > budget and not self.config.enable_chunked_prefill:
             return True
-        blocks = -(-(computed + min(need, budget)) // self.kv.block_size) - len(hits)
+        # its whole sequence must fit (scheduler_reserve_full_isl), so the chunk does too
+        blocks = -(-(computed + need) // self.kv.block_size) - len(hits)
         blocks += self.kv.pool.num_evictable(hits)
         return blocks > free_after_decodes
 

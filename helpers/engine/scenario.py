@@ -105,8 +105,10 @@ def fast_engine(sc: Scenario):
     return LLMEngine(config, _GPU)
 
 
-def run_fast(sc: Scenario) -> list[dict[str, Any]]:
-    """Step the fast engine (``LLMEngine.run_step``) through the scenario."""
+def run_fast(sc: Scenario, *, bulk: bool = False) -> list[dict[str, Any]]:
+    """Step the fast engine (``LLMEngine.run_step``) through the scenario; ``bulk``: run stretches of pure
+    decode steps at once as ``simulate()`` does (``bulk_decode``), one record per step all the same."""
+    from helpers.engine.bulk_decode import PREEMPT
     from helpers.engine.request import Request
 
     engine = fast_engine(sc)
@@ -117,6 +119,24 @@ def run_fast(sc: Scenario) -> list[dict[str, Any]]:
     while left and len(steps) < sc.max_steps:
         for r in _arrivals(sc, len(steps), pending):
             engine.add_request(Request(r.id, list(r.prompt), r.max_tokens))
+        horizon = sched.bulk_horizon() if bulk else 0
+        if horizon != 0:
+            until_arrival = pending[0].arrival_step - len(steps) if pending else sc.max_steps
+            ids = [s.request_id for s in sched.running]
+            preempted = []
+            if horizon == PREEMPT:
+                before = set(ids)
+                sched.preempt_for_decode_step()
+                ids = [s.request_id for s in sched.running]
+                preempted, horizon = sorted(before - set(ids)), 1
+            n = min(horizon, until_arrival, sc.max_steps - len(steps))
+            finished = sched.advance_decode(n, engine._append_step_ends(np.arange(1.0, n + 1)),
+                                            np.arange(1.0, n + 1))
+            left -= len(finished)
+            steps.extend({"scheduled": [[i, 1] for i in ids], "preempted": preempted if j == 0 else [],
+                          "hits": [], "finished": sorted(s.request_id for s in finished) if j == n - 1 else []}
+                         for j in range(n))
+            continue
         waiting = {s.request_id for s in sched.waiting}
         out, _, finished = engine.run_step()
         left -= len(finished)
