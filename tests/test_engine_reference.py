@@ -4,6 +4,7 @@ Per step: the requests scheduled and their tokens (in order), preemptions, prefi
 finishes, and accepted drafts when speculating. Both are compared with vLLM 0.32.0's own scheduler in
 tests/vllm/test_scheduler_parity.py.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -28,17 +29,25 @@ def scenarios(draw) -> Scenario:
         prefix = draw(st.sampled_from([[], *prefixes]))
         prompt = (prefix + tail)[:60] or [1]
         requests.append(ScenarioRequest(str(i), prompt, draw(st.integers(1, 12)), draw(st.integers(0, 8))))
-    longest = max(len(r.prompt) + r.max_tokens for r in requests)
-    min_blocks = -(-longest // block_size)
     k = draw(st.sampled_from([0, 0, 1, 2, 3]))
+    # the pool holds the longest request with its last drafts (else it preempts itself forever, in vLLM too)
+    min_blocks = -(-(max(len(r.prompt) + r.max_tokens for r in requests) + k) // block_size)
     return Scenario(
-        "hypothesis", requests, block_size=block_size,
+        "hypothesis",
+        requests,
+        block_size=block_size,
         num_blocks=draw(st.integers(min_blocks, min_blocks + 24)),
         max_num_seqs=draw(st.integers(1, 5)),
-        max_num_batched_tokens=draw(st.integers(MAX_MODEL_LEN, 160)) if not chunked else draw(st.integers(1, 96)),
-        max_model_len=MAX_MODEL_LEN, enable_chunked_prefill=chunked, enable_prefix_caching=draw(st.booleans()),
-        num_speculative_tokens=k, acceptance_rate=draw(st.sampled_from([0.0, 0.5, 0.8, 1.0])),
-        acceptance_seed=draw(st.integers(0, 3)))
+        max_num_batched_tokens=draw(st.integers(MAX_MODEL_LEN, 160))
+        if not chunked
+        else draw(st.integers(1, 96)),
+        max_model_len=MAX_MODEL_LEN,
+        enable_chunked_prefill=chunked,
+        enable_prefix_caching=draw(st.booleans()),
+        num_speculative_tokens=k,
+        acceptance_rate=draw(st.sampled_from([0.0, 0.5, 0.8, 1.0])),
+        acceptance_seed=draw(st.integers(0, 3)),
+    )
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
@@ -55,10 +64,15 @@ def _requests(*specs: tuple[int, int, int]) -> list[ScenarioRequest]:
 
 
 def test_admission_waits_until_the_whole_prompt_fits() -> None:
-    """scheduler_reserve_full_isl: request 1's first chunk would fit in the free blocks, its prompt does not."""
-    sc = Scenario("full isl", [ScenarioRequest("0", list(range(1, 41)), 8),
-                               ScenarioRequest("1", list(range(100, 140)), 2)],
-                  block_size=8, num_blocks=8, max_num_batched_tokens=48, enable_prefix_caching=False)
+    """scheduler_reserve_full_isl: request 1's first chunk would fit in the free blocks, its prompt not."""
+    sc = Scenario(
+        "full isl",
+        [ScenarioRequest("0", list(range(1, 41)), 8), ScenarioRequest("1", list(range(100, 140)), 2)],
+        block_size=8,
+        num_blocks=8,
+        max_num_batched_tokens=48,
+        enable_prefix_caching=False,
+    )
     steps = run_reference(sc)
     assert steps[0]["scheduled"] == [["0", 40]]  # 5 blocks taken, 3 free: request 1 (5 blocks) waits
     admitted = next(i for i, s in enumerate(steps) if ["1", 0] in s["hits"])
@@ -68,16 +82,21 @@ def test_admission_waits_until_the_whole_prompt_fits() -> None:
 
 def test_prefix_hits_within_one_step_and_after_a_preemption() -> None:
     shared = list(range(1, 33))
-    sc = Scenario("hits", [ScenarioRequest(str(i), shared + [100 + i], 3) for i in range(3)], block_size=8,
-                  num_blocks=40)
+    sc = Scenario(
+        "hits",
+        [ScenarioRequest(str(i), shared + [100 + i], 3) for i in range(3)],
+        block_size=8,
+        num_blocks=40,
+    )
     first = run_reference(sc)[0]
     assert first["hits"] == [["0", 0], ["1", 32], ["2", 32]]  # 1 and 2 hit 0's blocks in the same step
-    tight = Scenario("preempt", _requests((16, 14, 0), (16, 14, 0)), block_size=4, num_blocks=11,
-                     max_num_batched_tokens=64)
+    tight = Scenario(
+        "preempt", _requests((16, 14, 0), (16, 14, 0)), block_size=4, num_blocks=11, max_num_batched_tokens=64
+    )
     steps = run_reference(tight)
     preempted = [i for i, s in enumerate(steps) if s["preempted"]]
     assert preempted, "the pool is too small for both: one must be preempted"
-    resume = next(s for s in steps[preempted[0]:] if s["hits"])
+    resume = next(s for s in steps[preempted[0] :] if s["hits"])
     assert resume["hits"][0][1] > 16, "the resumed request hits its own prompt and output blocks"
     assert first_difference(run_fast(tight), steps) is None
 

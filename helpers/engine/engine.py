@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.engine.bulk_decode import PREEMPT
 from helpers.engine.config import EngineConfig
+from helpers.engine.fast_path import PREEMPT
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Request, RequestRecord, Sequence, Status
 from helpers.engine.scheduler import Scheduler, SchedulerOutput

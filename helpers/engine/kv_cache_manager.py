@@ -83,7 +83,8 @@ class KVCacheManager:
         """Release ``seq``'s table. ``num_cached_tokens``: how many of its tokens vLLM has cached by now
         (those of its last scheduled step, verified drafts only); the full blocks among them beyond the
         prompt's are registered first (see the module docstring)."""
-        full = num_cached_tokens // self.block_size if self.enable_caching and seq.block_hashes is not None else 0
+        caching = self.enable_caching and seq.block_hashes is not None
+        full = num_cached_tokens // self.block_size if caching else 0
         if full > seq.num_hashed_blocks:
             hashes = seq.block_hashes
             hashes.extend(next(self._output_hashes) for _ in range(full - len(hashes)))

@@ -23,6 +23,8 @@ _GPU, _MODEL = "a100-80gb", "llama-2-7b"
 
 @dataclass(frozen=True)
 class ScenarioRequest:
+    """A request of a scenario: prompt token ids, tokens to generate, the step it arrives before."""
+
     id: str
     prompt: list[int]
     max_tokens: int
@@ -100,15 +102,16 @@ def fast_engine(sc: Scenario):
     config = EngineConfig(model=_MODEL, max_num_seqs=sc.max_num_seqs,
                           max_num_batched_tokens=sc.max_num_batched_tokens, block_size=sc.block_size,
                           max_model_len=sc.max_model_len, enable_prefix_caching=sc.enable_prefix_caching,
-                          enable_chunked_prefill=sc.enable_chunked_prefill, num_gpu_blocks_override=sc.num_blocks,
+                          enable_chunked_prefill=sc.enable_chunked_prefill,
+                          num_gpu_blocks_override=sc.num_blocks,
                           speculative_config=spec)
     return LLMEngine(config, _GPU)
 
 
 def run_fast(sc: Scenario, *, bulk: bool = False) -> list[dict[str, Any]]:
     """Step the fast engine (``LLMEngine.run_step``) through the scenario; ``bulk``: run stretches of pure
-    decode steps at once as ``simulate()`` does (``bulk_decode``), one record per step all the same."""
-    from helpers.engine.bulk_decode import PREEMPT
+    decode steps at once as ``simulate()`` does (``fast_path``), one record per step all the same."""
+    from helpers.engine.fast_path import PREEMPT
     from helpers.engine.request import Request
 
     engine = fast_engine(sc)
@@ -134,7 +137,8 @@ def run_fast(sc: Scenario, *, bulk: bool = False) -> list[dict[str, Any]]:
                                             np.arange(1.0, n + 1))
             left -= len(finished)
             steps.extend({"scheduled": [[i, 1] for i in ids], "preempted": preempted if j == 0 else [],
-                          "hits": [], "finished": sorted(s.request_id for s in finished) if j == n - 1 else []}
+                          "hits": [],
+                          "finished": sorted(s.request_id for s in finished) if j == n - 1 else []}
                          for j in range(n))
             continue
         waiting = {s.request_id for s in sched.waiting}

@@ -1,16 +1,20 @@
 """vLLM v1 scheduling: continuous batching (notebook 05 §2 "连续批处理", §4 "抢占").
 
-Continuous (vLLM's FCFS scheduler), every step:
+The rules of vLLM 0.32.0's ``Scheduler.schedule`` (``vllm/v1/core/sched/scheduler.py``), as
+``helpers.engine.reference`` spells them out in plain objects (tested equal step for step, and both against
+vLLM's own scheduler in tests/vllm/test_scheduler_parity.py). Every step:
 1. Running requests first, in admission order: each gets min(tokens it still needs, budget left) out of
    ``max_num_batched_tokens`` (a decode needs 1; a chunked prefill needs the rest of its prompt).
 2. If a running request's new tokens do not fit in the free KV blocks, preempt the most recently admitted
    running request (recompute: free its blocks, back to the FRONT of the waiting queue) until they fit.
 3. Only if nobody was preempted: admit waiting requests in order while running < ``max_num_seqs``, starting
-   after their cached prefix; with chunked prefill off a prompt larger than the budget left blocks the queue.
-With ``speculative_config`` (notebook 10 §7) a decoding request is scheduled 1 + k tokens (its token and k
-drafts), a running request's blocks also hold ``num_lookahead_tokens`` slots, and after the step the
-accepted drafts are drawn and the rejected slots given back (``helpers.engine.speculative`` says how
-vLLM v0.19.0 does each). The static-batching baseline is ``StaticScheduler`` (static_batching.py).
+   after their cached prefix, and only if the whole sequence so far fits in the free blocks
+   (``scheduler_reserve_full_isl``, default True); with chunked prefill off a prompt larger than the budget
+   left blocks the queue.
+With ``speculative_config`` (notebook 10 §7) a request that sampled a token in its last step is scheduled
+1 + k tokens (its token and k drafts), blocks also hold ``num_lookahead_tokens`` slots, and after the step the
+accepted drafts are drawn and the rejected slots given back (``helpers.engine.speculative``); a resumed
+request with one token left is padded to 1 + k. The static-batching baseline is ``StaticScheduler``.
 
 Token counters of running requests live in slot arrays so that a step is a few vector operations.
 """
@@ -21,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.engine.bulk_decode import BulkDecodeMixin
 from helpers.engine.config import EngineConfig
+from helpers.engine.fast_path import BulkDecodeFastPath
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Sequence, Status
 from helpers.engine.speculative import draw_accepted
@@ -51,7 +55,10 @@ class SchedulerOutput:
         return int(np.add.reduce(self.num_new))
 
 
-class Scheduler(BulkDecodeMixin):
+class Scheduler(BulkDecodeFastPath):
+    """vLLM's v1 continuous batching on slot arrays (the module docstring says the rules; the same as
+    ``helpers.engine.reference.Scheduler``, which keeps them in plain objects, tested equal step for step)."""
+
     def __init__(self, config: EngineConfig, kv: KVCacheManager, max_model_len: int | None = None) -> None:
         self.config = config
         self.kv = kv
@@ -87,6 +94,10 @@ class Scheduler(BulkDecodeMixin):
         self._running_slots: np.ndarray | None = None  # the same as an array (cached)
 
     # -- bookkeeping ------------------------------------------------------------------------------------
+    def num_computed_tokens(self, seq: Sequence) -> int:
+        """``seq``'s tokens with computed KV (vLLM's ``Request.num_computed_tokens``); 0 unless running."""
+        return int(self.computed[seq.slot]) if seq.slot >= 0 else 0
+
     def _slots(self, seqs: list[Sequence]) -> np.ndarray:
         return np.fromiter((s.slot for s in seqs), np.int64, len(seqs))
 

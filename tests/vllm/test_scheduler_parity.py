@@ -7,6 +7,7 @@ their tokens, preemptions, prefix-cache hits, finishes, accepted drafts. All sce
 process (importing vLLM takes most of its time). Differences that remain are listed in data/vllm/FACTS.md
 ("The scheduler, step by step, against vLLM 0.32.0").
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.engine.scenario import Scenario, ScenarioRequest, first_difference, random_scenario, run_fast, \
-    run_reference
+from helpers.engine.scenario import (
+    Scenario,
+    ScenarioRequest,
+    first_difference,
+    random_scenario,
+    run_fast,
+    run_reference,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "tests" / "vllm" / "probes" / "scheduler_steps.py"
@@ -47,41 +54,107 @@ def named_scenarios() -> list[Scenario]:
     system = _tokens(1, 144)  # a shared system prompt of 9 blocks of 16
     return [
         # data/vllm/config_a.yaml: one sequence at a time, no chunking, no prefix caching
-        Scenario("config_a", [_req(i, _tokens(1000 * (i + 1), 60 + 7 * i), 6) for i in range(4)],
-                 max_num_seqs=1, max_num_batched_tokens=2048, enable_chunked_prefill=False,
-                 enable_prefix_caching=False),
+        Scenario(
+            "config_a",
+            [_req(i, _tokens(1000 * (i + 1), 60 + 7 * i), 6) for i in range(4)],
+            max_num_seqs=1,
+            max_num_batched_tokens=2048,
+            enable_chunked_prefill=False,
+            enable_prefix_caching=False,
+        ),
         # data/vllm/config_b.yaml (scaled down): a shared system prompt, requests 1-5 hit request 0's blocks
-        Scenario("config_b", [_req(i, system + _tokens(5000 + 100 * i, 20), 8) for i in range(6)],
-                 max_num_seqs=128, max_num_batched_tokens=8192, num_blocks=200),
-        Scenario("chunked_long_prompts", [_req(0, _tokens(1, 700), 4), _req(1, _tokens(2000, 300), 4, 1)],
-                 max_num_batched_tokens=256, num_blocks=80),
+        Scenario(
+            "config_b",
+            [_req(i, system + _tokens(5000 + 100 * i, 20), 8) for i in range(6)],
+            max_num_seqs=128,
+            max_num_batched_tokens=8192,
+            num_blocks=200,
+        ),
+        Scenario(
+            "chunked_long_prompts",
+            [_req(0, _tokens(1, 700), 4), _req(1, _tokens(2000, 300), 4, 1)],
+            max_num_batched_tokens=256,
+            num_blocks=80,
+        ),
         Scenario("prefix_sharing_same_step", [_req(i, system + [9000 + i], 3) for i in range(4)]),
-        Scenario("prefix_sharing_across_steps", [_req(i, system + _tokens(6000 + 50 * i, 30), 4, 3 * i)
-                                                 for i in range(4)]),
-        Scenario("kv_pressure_preemption_recompute", [_req(i, _tokens(100 * i + 1, 40), 30) for i in range(4)],
-                 block_size=8, num_blocks=24, max_num_batched_tokens=128),
-        Scenario("max_num_seqs_cap", [_req(i, _tokens(100 * i + 1, 20), 5) for i in range(7)], max_num_seqs=3),
-        Scenario("max_tokens_stops", [_req(i, _tokens(100 * i + 1, 12), m) for i, m in enumerate([1, 2, 9, 1])]),
-        Scenario("finish_mid_batch", [_req(0, _tokens(1, 30), 3), _req(1, _tokens(200, 30), 12),
-                                      _req(2, _tokens(400, 30), 6), _req(3, _tokens(600, 30), 5, 4)]),
-        Scenario("speculative_rejected_drafts", [_req(i, _tokens(100 * i + 1, 25), 20) for i in range(3)],
-                 num_speculative_tokens=3, acceptance_rate=0.5, acceptance_seed=1),
-        Scenario("speculative_budget_cut", [_req(i, _tokens(100 * i + 1, 10), 15) for i in range(4)],
-                 num_speculative_tokens=4, acceptance_rate=0.8, max_num_batched_tokens=12),
-        Scenario("speculative_preempt_and_resume", [_req(i, _tokens(100 * i + 1, 31), 24) for i in range(3)],
-                 num_speculative_tokens=2, acceptance_rate=0.6, block_size=4, num_blocks=30,
-                 max_num_batched_tokens=64),
-        Scenario("block_size_16", [_req(i, system[:100] + _tokens(3000 + 40 * i, 37), 10, i) for i in range(5)],
-                 block_size=16, num_blocks=30, max_num_batched_tokens=96),
-        Scenario("block_size_128", [_req(i, _tokens(1, 300) + _tokens(5000 + 500 * i, 90), 6, i)
-                                    for i in range(4)], block_size=128, num_blocks=12,
-                 max_num_batched_tokens=512),
-        Scenario("reserve_full_isl", [_req(0, _tokens(1, 40), 20), _req(1, _tokens(500, 60), 4),
-                                      _req(2, _tokens(900, 8), 4)],
-                 block_size=8, num_blocks=10, max_num_batched_tokens=48, enable_prefix_caching=False),
-        Scenario("no_chunking_head_of_line", [_req(0, _tokens(1, 300), 5), _req(1, _tokens(500, 200), 5),
-                                             _req(2, _tokens(900, 20), 5)],
-                 max_num_batched_tokens=2048, enable_chunked_prefill=False, num_blocks=40),
+        Scenario(
+            "prefix_sharing_across_steps",
+            [_req(i, system + _tokens(6000 + 50 * i, 30), 4, 3 * i) for i in range(4)],
+        ),
+        Scenario(
+            "kv_pressure_preemption_recompute",
+            [_req(i, _tokens(100 * i + 1, 40), 30) for i in range(4)],
+            block_size=8,
+            num_blocks=24,
+            max_num_batched_tokens=128,
+        ),
+        Scenario(
+            "max_num_seqs_cap", [_req(i, _tokens(100 * i + 1, 20), 5) for i in range(7)], max_num_seqs=3
+        ),
+        Scenario(
+            "max_tokens_stops", [_req(i, _tokens(100 * i + 1, 12), m) for i, m in enumerate([1, 2, 9, 1])]
+        ),
+        Scenario(
+            "finish_mid_batch",
+            [
+                _req(0, _tokens(1, 30), 3),
+                _req(1, _tokens(200, 30), 12),
+                _req(2, _tokens(400, 30), 6),
+                _req(3, _tokens(600, 30), 5, 4),
+            ],
+        ),
+        Scenario(
+            "speculative_rejected_drafts",
+            [_req(i, _tokens(100 * i + 1, 25), 20) for i in range(3)],
+            num_speculative_tokens=3,
+            acceptance_rate=0.5,
+            acceptance_seed=1,
+        ),
+        Scenario(
+            "speculative_budget_cut",
+            [_req(i, _tokens(100 * i + 1, 10), 15) for i in range(4)],
+            num_speculative_tokens=4,
+            acceptance_rate=0.8,
+            max_num_batched_tokens=12,
+        ),
+        Scenario(
+            "speculative_preempt_and_resume",
+            [_req(i, _tokens(100 * i + 1, 31), 24) for i in range(3)],
+            num_speculative_tokens=2,
+            acceptance_rate=0.6,
+            block_size=4,
+            num_blocks=30,
+            max_num_batched_tokens=64,
+        ),
+        Scenario(
+            "block_size_16",
+            [_req(i, system[:100] + _tokens(3000 + 40 * i, 37), 10, i) for i in range(5)],
+            block_size=16,
+            num_blocks=30,
+            max_num_batched_tokens=96,
+        ),
+        Scenario(
+            "block_size_128",
+            [_req(i, _tokens(1, 300) + _tokens(5000 + 500 * i, 90), 6, i) for i in range(4)],
+            block_size=128,
+            num_blocks=12,
+            max_num_batched_tokens=512,
+        ),
+        Scenario(
+            "reserve_full_isl",
+            [_req(0, _tokens(1, 40), 20), _req(1, _tokens(500, 60), 4), _req(2, _tokens(900, 8), 4)],
+            block_size=8,
+            num_blocks=10,
+            max_num_batched_tokens=48,
+            enable_prefix_caching=False,
+        ),
+        Scenario(
+            "no_chunking_head_of_line",
+            [_req(0, _tokens(1, 300), 5), _req(1, _tokens(500, 200), 5), _req(2, _tokens(900, 20), 5)],
+            max_num_batched_tokens=2048,
+            enable_chunked_prefill=False,
+            num_blocks=40,
+        ),
     ]
 
 
@@ -91,13 +164,19 @@ def random_scenarios() -> list[Scenario]:
     out = []
     while len(out) < NUM_RANDOM:
         chunked = bool(rng.random() < 0.85)
-        config = dict(num_blocks=int(rng.integers(12, 60)), max_num_seqs=int(rng.integers(1, 6)),
-                      max_num_batched_tokens=int(rng.integers(16, 300)) if chunked else 512,
-                      block_size=int(rng.choice([4, 8, 16])), enable_chunked_prefill=chunked,
-                      enable_prefix_caching=bool(rng.random() < 0.7),
-                      num_speculative_tokens=int(rng.choice([0, 0, 2, 3])), max_model_len=512)
-        sc = random_scenario(rng, f"random_{len(out)}", num_requests=int(rng.integers(1, 8)), max_prompt=120,
-                             **config)
+        config = dict(
+            num_blocks=int(rng.integers(12, 60)),
+            max_num_seqs=int(rng.integers(1, 6)),
+            max_num_batched_tokens=int(rng.integers(16, 300)) if chunked else 512,
+            block_size=int(rng.choice([4, 8, 16])),
+            enable_chunked_prefill=chunked,
+            enable_prefix_caching=bool(rng.random() < 0.7),
+            num_speculative_tokens=int(rng.choice([0, 0, 2, 3])),
+            max_model_len=512,
+        )
+        sc = random_scenario(
+            rng, f"random_{len(out)}", num_requests=int(rng.integers(1, 8)), max_prompt=120, **config
+        )
         if all(len(r.prompt) + r.max_tokens <= sc.num_blocks * sc.block_size for r in sc.requests):
             out.append(sc)
     return out
@@ -112,14 +191,28 @@ def _with_draws(sc: Scenario, steps: list[dict]) -> dict:
 def vllm_steps() -> dict[str, dict]:
     python = _vllm_python()
     if python is None:
-        pytest.skip("real vLLM is not installed: run `make vllm` (it builds .venv-vllm), or set "
-                    "INFERENCE_LAB_VLLM_VENV to a venv with vllm 0.32.0")
+        pytest.skip(
+            "real vLLM is not installed: run `make vllm` (it builds .venv-vllm), or set "
+            "INFERENCE_LAB_VLLM_VENV to a venv with vllm 0.32.0"
+        )
     scenarios = named_scenarios() + random_scenarios()
     payload = [_with_draws(sc, run_reference(sc)) for sc in scenarios]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
-           "DO_NOT_TRACK": "1", "VLLM_CACHE_ROOT": str(ROOT / ".cache" / "vllm")}
-    done = subprocess.run([str(python), str(PROBE)], input=json.dumps(payload), capture_output=True,
-                          text=True, env=env, timeout=900)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "VLLM_CACHE_ROOT": str(ROOT / ".cache" / "vllm"),
+    }
+    done = subprocess.run(
+        [str(python), str(PROBE)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, f"the probe failed:\n{done.stderr[-4000:]}"
     return {r["name"]: r for r in json.loads(done.stdout)}
 
@@ -129,7 +222,9 @@ def test_named_scenario_matches_vllm(scenario: Scenario, vllm_steps: dict[str, d
     theirs = vllm_steps[scenario.name]["steps"]
     reference = run_reference(scenario)
     assert sum(len(s["finished"]) for s in theirs) == len(scenario.requests), "vLLM left requests unfinished"
-    assert first_difference(theirs, reference) is None, f"reference vs vLLM: {first_difference(theirs, reference)}"
+    assert first_difference(theirs, reference) is None, (
+        f"reference vs vLLM: {first_difference(theirs, reference)}"
+    )
     fast = run_fast(scenario)
     assert first_difference(theirs, fast) is None, f"fast engine vs vLLM: {first_difference(theirs, fast)}"
 
@@ -142,7 +237,9 @@ def test_random_workloads_match_vllm(vllm_steps: dict[str, dict]) -> None:
             diff = first_difference(theirs, ours)
             if diff:
                 differences.append(f"{sc.name} ({name}): {diff}")
-    assert not differences, f"{len(differences)} schedules differ from vLLM's:\n" + "\n".join(differences[:10])
+    assert not differences, f"{len(differences)} schedules differ from vLLM's:\n" + "\n".join(
+        differences[:10]
+    )
 
 
 def test_the_scenarios_exercise_what_they_name(vllm_steps: dict[str, dict]) -> None:
