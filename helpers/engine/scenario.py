@@ -179,3 +179,21 @@ def random_scenario(rng: np.random.Generator, name: str, *, num_requests: int = 
         requests.append(ScenarioRequest(str(i), prompt, int(rng.integers(1, max_output)),
                                         int(rng.integers(0, 6)) if rng.random() < 0.5 else 0))
     return Scenario(name, requests, **config)
+
+
+def reference_step_table(sched: reference.Scheduler, plan: dict[str, Any], finished: list[str]):
+    """One row per request known to a ``reference.Scheduler`` after a step (notebook 05 §2): its status, the
+    tokens scheduled this step, its prefix-cache hit if admitted now, ``num_computed_tokens`` /
+    ``num_tokens``, and its block table (physical block ids)."""
+    import pandas as pd
+
+    rows = []
+    for request_id, r in sched.requests.items():
+        blocks = sched.kv.req_to_blocks.get(request_id, [])
+        status = "FINISHED (this step)" if request_id in finished else r.status
+        rows.append({"request": request_id, "status": status,
+                     "scheduled": plan["num_scheduled_tokens"].get(request_id, 0),
+                     "prefix hit": plan["hits"].get(request_id, ""),
+                     "num_computed_tokens": r.num_computed_tokens, "num_tokens": r.num_tokens,
+                     "block table": " ".join(str(b.block_id) for b in blocks)})
+    return pd.DataFrame(rows).set_index("request")
