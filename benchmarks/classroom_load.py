@@ -29,9 +29,9 @@ from pathlib import Path
 
 import httpx
 
+from helpers.lessons.streaming import unique_prompt
 from helpers.server.classroom import load_or_create_keys
 from helpers.server.launcher import spawn_mock_server
-from helpers.streaming import unique_prompt
 
 
 async def _request(client: httpx.AsyncClient, key: str, prompt_tokens: int, output_tokens: int,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.config import EngineConfig
 from helpers.engine.engine import LLMEngine
 from helpers.hardware import load_gpu
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,9 @@ from helpers import (
     unique_prompt,
     user_message,
 )
-from helpers.server.tokenizer import count_tokens
+from helpers.text.tokenizer import count_tokens
+
+pytestmark = pytest.mark.shared_mock  # get_backend(): the session's mock
 
 
 @pytest.fixture(scope="module")

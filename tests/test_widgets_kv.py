@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.capacity import plan_capacity
 from helpers.kvcache import kv_bytes_per_token, kv_cache_bytes
+from helpers.kvcache.capacity import plan_capacity
 from helpers.models import load_model
 from helpers.widgets.kv import capacity_panel, estimate_figure, kv_calculator
 

@@ -215,7 +215,7 @@ class SimWorkload:
     @classmethod
     def from_prompts(cls, prompts: Sequence[BenchPrompt]) -> SimWorkload:
         """The harness's prompts as the mock encodes them (the replay of ``helpers.bench.engine_clock``)."""
-        from helpers.server.tokenizer import encode_chat
+        from helpers.text.tokenizer import encode_chat
 
         return cls(tuple(np.asarray(encode_chat(p.messages), np.int64) for p in prompts),
                    tuple(p.max_tokens for p in prompts))

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from helpers.vllm_command import vllm_launch
+    from helpers.lessons.config_ab_launch import vllm_launch
 
     try:
         launch = vllm_launch(args.config, args.gpu, host=args.host, port=args.port)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.speculative import SpeculativeConfig
 from helpers.hardware import GPUSpec
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
 
 logger = logging.getLogger("helpers.engine")
 
@@ -60,7 +60,7 @@ class EngineConfig:
     ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
     an alias); "static" is the traditional static-batching baseline vLLM does not have.
     ``max_num_seqs`` / ``max_num_batched_tokens`` left as None take vLLM v0.19.0's defaults for the GPU
-    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/batch_defaults.py): 2048
+    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/kvcache/batch_defaults.py): 2048
     tokens and 256 sequences on an A100 or any GPU under 70 GiB, 8192 and 1024 on larger ones.
     ``tensor_parallel_size`` is simulated as ``plan_capacity`` splits memory and ``helpers.roofline`` prices
     it: N× FLOPs and bandwidth plus two all-reduces per layer. ``speculative_config`` takes vLLM's dict (or

@@ -21,7 +21,7 @@ from helpers.engine.scheduler import Scheduler, SchedulerOutput
 from helpers.engine.speculative import speculative_step_cost
 from helpers.engine.static_batching import StaticScheduler
 from helpers.hardware import GPUSpec, load_gpu
-from helpers.kvcache import plan_capacity
+from helpers.kvcache.capacity import plan_capacity
 from helpers.models import ModelSpec, load_model
 from helpers.roofline import (
     DEFAULT_ALLREDUCE_LATENCY_S,

@@ -33,9 +33,9 @@ from helpers.engine.block_pool import hash_prompts
 from helpers.engine.config import EngineConfig
 from helpers.engine.engine import LLMEngine
 from helpers.engine.request import Request
+from helpers.engine.summary import summarize
 from helpers.engine.workload import Workload
 from helpers.hardware import GPUSpec
-from helpers.metrics import summarize
 from helpers.models import ModelSpec
 
 TIMESERIES_COLUMNS = ("time_s", "num_steps", "num_scheduled_tokens", "batch_size", "num_running",

@@ -1,6 +1,6 @@
 """练习 for notebook 04 (streaming, TTFT, TPOT): TTFT from a chunk trace, TPOT, P99, a buggy script.
 
-Definitions as ``helpers.metrics`` (vLLM's benchmark): TTFT = first chunk with content; TPOT =
+Definitions as ``helpers.engine.summary`` (vLLM's benchmark): TTFT = first chunk with content; TPOT =
 (E2E − TTFT) / (output tokens − 1); percentiles by linear interpolation. The wrong P99 is
 ``helpers.client.naive.naive_p99``.
 """

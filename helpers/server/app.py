@@ -44,7 +44,7 @@ from helpers.server.errors import (
 )
 from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
 from helpers.server.intake import DEFAULT_MAX_BODY_BYTES, Prompt, read_request
-from helpers.server.metrics import CONTENT_TYPE, ServerMetrics
+from helpers.server.prometheus import CONTENT_TYPE, ServerMetrics
 from helpers.server.responses import (
     DroppedResponse,
     SSEResponse,
@@ -53,7 +53,7 @@ from helpers.server.responses import (
 )
 from helpers.server.schemas import ChatCompletionRequest, CompletionRequest
 from helpers.server.served import ServedModel, build_engines, served_models
-from helpers.server.textgen import generate_reply
+from helpers.text.textgen import generate_reply
 
 RETRY_AFTER_S = 1.0  # what a 429 asks the client to wait
 

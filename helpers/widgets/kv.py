@@ -17,16 +17,10 @@ from IPython.display import display
 from matplotlib.figure import Figure
 
 from helpers.hardware import list_gpus, load_gpu
-from helpers.kvcache import (
-    DTYPE_BYTES,
-    CapacityPlan,
-    format_bytes,
-    kv_bytes_per_token,
-    kv_cache_bytes,
-    plan_capacity,
-)
-from helpers.model_config import attention_kind
+from helpers.kvcache import DTYPE_BYTES, format_bytes, kv_bytes_per_token, kv_cache_bytes
+from helpers.kvcache.capacity import CapacityPlan, plan_capacity
 from helpers.models import ModelSpec, list_models, load_model
+from helpers.models.hf_config import attention_kind
 from helpers.plots.kv import plot_kv_vs_seq_len
 
 MAX_TOKENS = 131_072  # the longest context the sliders offer (Llama-3.1's 128 K)

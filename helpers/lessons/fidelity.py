@@ -28,7 +28,7 @@ from helpers.hardware import load_gpu
 from helpers.models import load_model
 from helpers.roofline import DEFAULT_ALLREDUCE_LATENCY_S, DEFAULT_MBU, DEFAULT_MFU, DEFAULT_OVERHEAD_S
 
-PUBLISHED_CSV = Path(__file__).resolve().parent.parent / "data" / "fidelity" / "published.csv"
+PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "fidelity" / "published.csv"
 COLUMNS = ("setup", "source_kind", "source", "vllm_version", "model", "hf_model", "gpu",
            "tensor_parallel_size", "dtype", "benchmark", "dataset", "num_prompts", "input_len",
            "output_len", "max_concurrency", "request_rate", "metric", "published_value", "note")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from helpers.capacity import CapacityPlan, plan_capacity
+from helpers.kvcache.capacity import CapacityPlan, plan_capacity
 
 UTILIZATIONS = (0.80, 0.85, 0.90, 0.92, 0.95)
 

@@ -2,7 +2,7 @@
 
 ``ModelSpec`` holds what memory math needs: layers, heads, KV heads, head_dim, the attention kind
 (MHA/GQA/MQA/MLA), the sliding-window layout, MoE facts and parameter counts computed from the
-architecture (``helpers.params``). Presets live in ``data/models/<name>.json`` and load lazily.
+architecture (``helpers.models.params``). Presets live in ``data/models/<name>.json`` and load lazily.
 """
 
 from __future__ import annotations
@@ -15,34 +15,15 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from helpers.model_config import attention_kind, parse_hf_config
-from helpers.params import count_params
+from helpers.models.hf_config import attention_kind, parse_hf_config
+from helpers.models.params import ParamLayout, count_params
 
 AttentionKind = Literal["MHA", "GQA", "MQA", "MLA"]
 ATTENTION_KINDS: tuple[str, ...] = ("MHA", "GQA", "MQA", "MLA")
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 MODELS_DIR = DATA_DIR / "models"
 # The most common GQA layout (Llama-2-70B, Llama-3, Mistral): used for "what if this model were GQA".
 DEFAULT_GQA_KV_HEADS = 8
-
-
-@dataclass(frozen=True, slots=True)
-class ParamLayout:
-    """Details that change the parameter count but not the KV cache (see ``helpers.params``)."""
-
-    gated_mlp: bool = True  # SwiGLU/GeGLU: gate + up + down; False: GPT-2/Falcon up + down
-    linear_bias: bool = False  # every linear layer has a bias (GPT-2)
-    qkv_bias: bool = False  # only q/k/v projections have a bias (Qwen2)
-    norm_vectors_per_layer: int = 2  # hidden-size vectors of norm weights (LayerNorm counts 2: w + b)
-    final_norm_vectors: int = 1
-    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
-    tied_embeddings: bool = False  # lm_head shares the input embedding
-    learned_positions: bool = False  # GPT-2 absolute position table
-    q_lora_rank: int = 0  # MLA query compression (0 = plain q projection)
-    moe_intermediate_size: int = 0  # per-expert width when it differs from intermediate_size
-    num_shared_experts: int = 0
-    num_dense_layers: int = 0  # DeepSeek first_k_dense_replace
-    router_bias: bool = False  # DeepSeek-V3 e_score_correction_bias
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,14 +5,13 @@ Per token, every full-attention layer stores one key and one value per KV head:
 shared RoPE key per layer instead: ``layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes``, no
 factor 2. Sliding-window layers stop growing at the window. Sizes are in bytes; ``format_bytes`` shows
 GiB and GB side by side because the articles mix them up. Capacity planning (vLLM's KV pool) lives in
-``helpers.capacity`` and is re-exported here.
+``helpers.kvcache.capacity`` (``plan_capacity``, ``CapacityPlan``, ``plan.explain()``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from helpers.models import ModelSpec
 
@@ -183,11 +182,3 @@ def compare_attention(
             )
         )
     return rows
-
-
-def __getattr__(name: str) -> Any:  # re-export capacity planning without a circular import
-    if name in ("plan_capacity", "CapacityPlan"):
-        from helpers import capacity
-
-        return getattr(capacity, name)
-    raise AttributeError(f"module 'helpers.kvcache' has no attribute {name!r}")

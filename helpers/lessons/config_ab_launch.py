@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.capacity import CapacityPlan, plan_capacity
 from helpers.engine.config import EngineConfig
 from helpers.engine.speculative import SIMULATOR_ONLY_KEYS
 from helpers.hardware import GPUSpec
+from helpers.kvcache.capacity import CapacityPlan, plan_capacity
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.hardware import GPUSpec, list_gpus, load_gpu
 from helpers.kvcache import (
     cached_layer_tokens,
@@ -35,6 +34,7 @@ from helpers.kvcache import (
     weight_bytes_per_param,
     weights_bytes,
 )
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
 from helpers.models import ModelSpec, load_model
 
 NON_TORCH_BYTES = 1 << 30
@@ -102,8 +102,6 @@ class CapacityPlan:
 
     def explain(self) -> str:
         """A short account in Chinese (units in English); when it does not fit, what would."""
-        from helpers.capacity_explain import explain_plan
-
         return explain_plan(self)
 
 
@@ -269,3 +267,46 @@ def alternatives(plan: CapacityPlan) -> list[tuple[str, CapacityPlan]]:
             found.append((f"{tp} x {plan.gpu.name} (tensor parallel {tp})", alt))
             break
     return found
+
+
+def _fmt_tokens(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def explain_plan(plan: CapacityPlan) -> str:
+    """The memory account line by line, the verdict, and (if it does not fit) computed alternatives."""
+    tp = (
+        f"，tensor parallel {plan.tensor_parallel_size}（以下为每张卡）"
+        if plan.tensor_parallel_size > 1
+        else ""
+    )
+    lines = [
+        f"{plan.model.name} 在 {plan.gpu.display_name} 上（权重 {plan.weight_dtype}，KV {plan.kv_dtype}，"
+        f"gpu_memory_utilization {plan.gpu_memory_utilization:g}{tp}）",
+        f"  显存预算 budget: {format_bytes(plan.gpu.memory_bytes)} x {plan.gpu_memory_utilization:g} = "
+        f"{format_bytes(plan.budget_bytes)}",
+        f"  - 权重 weights: {format_bytes(plan.weights_bytes)}",
+        f"  - 激活峰值 activation peak ({plan.max_num_batched_tokens} batched tokens, 估算): "
+        f"{format_bytes(plan.activation_bytes)}",
+        f"  - 非 PyTorch 预留 non-torch reserve (估算): {format_bytes(plan.non_torch_bytes)}",
+        f"  = KV 池 pool: {format_bytes(plan.kv_pool_bytes)} -> {plan.num_blocks} blocks x "
+        f"{plan.block_size} = {_fmt_tokens(plan.kv_cache_tokens)} tokens"
+        f"（每 token {format_bytes(plan.kv_bytes_per_token)}）",
+        f"  max_model_len {plan.max_model_len}: 最大并发 max concurrency {plan.max_concurrency:.2f}x",
+    ]
+    if plan.fits:
+        lines.append("结论：放得下。")
+        return "\n".join(lines)
+    lines.append(f"结论：放不下 — {plan.reason}。")
+    options = alternatives(plan)
+    if not options:
+        lines.append("在已知的 GPU、8/4-bit 权重和 8 卡以内都找不到可行方案。")
+        return "\n".join(lines)
+    lines.append("可行方案（逐一计算）:")
+    for label, alt in options:
+        lines.append(
+            f"  - {label}: 权重 {format_bytes(alt.weights_bytes)}，KV 池 "
+            f"{_fmt_tokens(alt.kv_cache_tokens)} tokens，最大并发 {alt.max_concurrency:.2f}x "
+            f"(max_model_len {alt.max_model_len})"
+        )
+    return "\n".join(lines)

@@ -15,7 +15,7 @@ import openai
 import pandas as pd
 
 from helpers.bench.prompts import new_seed, unique_text
-from helpers.client.metrics import RequestMetrics
+from helpers.client.latency import RequestMetrics
 from helpers.client.naive import naive_measure
 from helpers.client.stream import stream_once
 

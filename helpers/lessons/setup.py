@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements.txt"
+REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements.txt"
 MIN_PYTHON = (3, 10)
 
 

@@ -9,17 +9,67 @@ part of the served model and are not counted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from helpers.models import ModelSpec
+
+@dataclass(frozen=True, slots=True)
+class ParamLayout:
+    """Details that change the parameter count but not the KV cache (``ModelSpec.layout``)."""
+
+    gated_mlp: bool = True  # SwiGLU/GeGLU: gate + up + down; False: GPT-2/Falcon up + down
+    linear_bias: bool = False  # every linear layer has a bias (GPT-2)
+    qkv_bias: bool = False  # only q/k/v projections have a bias (Qwen2)
+    norm_vectors_per_layer: int = 2  # hidden-size vectors of norm weights (LayerNorm counts 2: w + b)
+    final_norm_vectors: int = 1
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    tied_embeddings: bool = False  # lm_head shares the input embedding
+    learned_positions: bool = False  # GPT-2 absolute position table
+    q_lora_rank: int = 0  # MLA query compression (0 = plain q projection)
+    moe_intermediate_size: int = 0  # per-expert width when it differs from intermediate_size
+    num_shared_experts: int = 0
+    num_dense_layers: int = 0  # DeepSeek first_k_dense_replace
+    router_bias: bool = False  # DeepSeek-V3 e_score_correction_bias
+
+
+class Architecture(Protocol):
+    """What the count reads from a ``helpers.models.ModelSpec`` (read-only, as on the frozen dataclass)."""
+
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def num_attention_heads(self) -> int: ...
+    @property
+    def num_kv_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def value_head_dim(self) -> int: ...
+    @property
+    def intermediate_size(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def max_position_embeddings(self) -> int: ...
+    @property
+    def num_experts(self) -> int: ...
+    @property
+    def num_experts_per_tok(self) -> int: ...
+    @property
+    def kv_lora_rank(self) -> int: ...
+    @property
+    def qk_rope_head_dim(self) -> int: ...
+    @property
+    def layout(self) -> ParamLayout: ...
 
 
 def _linear(n_in: int, n_out: int, bias: bool) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
-def attention_params(spec: ModelSpec) -> int:
+def attention_params(spec: Architecture) -> int:
     """Weights of one attention block (projections, MLA latent norms, Qwen3 q/k norms)."""
     h, heads, lay = spec.hidden_size, spec.num_attention_heads, spec.layout
     bias, qkv_bias = lay.linear_bias, lay.linear_bias or lay.qkv_bias
@@ -44,14 +94,14 @@ def attention_params(spec: ModelSpec) -> int:
     return q + k + v + out + (2 * spec.head_dim if lay.qk_norm else 0)
 
 
-def mlp_params(spec: ModelSpec, width: int) -> int:
+def mlp_params(spec: Architecture, width: int) -> int:
     """One MLP (or one expert) of the given intermediate width."""
     h, lay = spec.hidden_size, spec.layout
     up = (2 if lay.gated_mlp else 1) * _linear(h, width, lay.linear_bias)
     return up + _linear(width, h, lay.linear_bias)
 
 
-def count_params(spec: ModelSpec) -> tuple[int, int]:
+def count_params(spec: Architecture) -> tuple[int, int]:
     """(total, active) parameters; active counts only the experts one token uses."""
     lay, h = spec.layout, spec.hidden_size
     per_layer = attention_params(spec) + lay.norm_vectors_per_layer * h

@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from helpers.server.tokenizer import split_pieces
+from helpers.text.tokenizer import split_pieces
 
 _ZH = (
     "KV Cache 把每一层已经算过的键和值保存下来，解码时每一步只需为新 token 计算一次投影。",
@@ -182,7 +182,7 @@ def _cut_at_stop(pieces: list[str], stop: tuple[str, ...]) -> tuple[list[str], b
 
 
 def text_of_length(num_tokens: int, *, seed: int = 0, chinese: bool = False) -> str:
-    """On-topic text of exactly ``num_tokens`` tokens under helpers.server.tokenizer (synthetic prompts)."""
+    """On-topic text of exactly ``num_tokens`` tokens under helpers.text.tokenizer (synthetic prompts)."""
     if num_tokens < 0:
         raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
     return "".join(_sentences(random.Random(seed), _bank("zh" if chinese else "en"), num_tokens)[:num_tokens])
