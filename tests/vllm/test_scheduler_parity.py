@@ -11,10 +11,7 @@ process (importing vLLM takes most of its time). Differences that remain are lis
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,18 +25,7 @@ from helpers.engine.scenario import (
     run_reference,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-PROBE = ROOT / "tests" / "vllm" / "probes" / "scheduler_steps.py"
 NUM_RANDOM = 60
-
-
-def _vllm_python() -> Path | None:
-    candidates = [os.environ.get("INFERENCE_LAB_VLLM_VENV"), str(ROOT / ".venv-vllm")]
-    for venv in filter(None, candidates):
-        python = Path(venv) / "bin" / "python"
-        if python.exists():
-            return python
-    return None
 
 
 def _tokens(start: int, n: int) -> list[int]:
@@ -188,33 +174,11 @@ def _with_draws(sc: Scenario, steps: list[dict]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def vllm_steps() -> dict[str, dict]:
-    python = _vllm_python()
-    if python is None:
-        pytest.skip(
-            "real vLLM is not installed: run `make vllm` (it builds .venv-vllm), or set "
-            "INFERENCE_LAB_VLLM_VENV to a venv with vllm 0.32.0"
-        )
+def vllm_steps(probe) -> dict[str, dict]:
+    """Every scenario through vLLM's ``Scheduler`` in one probe process (``run_probe``, conftest.py)."""
     scenarios = named_scenarios() + random_scenarios()
     payload = [_with_draws(sc, run_reference(sc)) for sc in scenarios]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "VLLM_TARGET_DEVICE": "cpu",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "VLLM_CACHE_ROOT": str(ROOT / ".cache" / "vllm"),
-    }
-    done = subprocess.run(
-        [str(python), str(PROBE)],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert done.returncode == 0, f"the probe failed:\n{done.stderr[-4000:]}"
-    return {r["name"]: r for r in json.loads(done.stdout)}
+    return {r["name"]: r for r in probe("scheduler_steps", stdin=payload, timeout_s=900)}
 
 
 @pytest.mark.parametrize("scenario", named_scenarios(), ids=lambda sc: sc.name)

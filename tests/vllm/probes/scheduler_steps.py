@@ -188,7 +188,7 @@ def run(scenarios: list[dict]) -> list[dict]:
 
 def main() -> None:
     scenarios = json.load(sys.stdin)
-    json.dump(run(scenarios), sys.stdout)
+    print(json.dumps(run(scenarios)))  # the last line of stdout (vLLM may log there too)
 
 
 if __name__ == "__main__":
