@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.engine import reference
 from helpers.engine.scenario import Scenario, ScenarioRequest, first_difference, run_fast, run_reference
