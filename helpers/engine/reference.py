@@ -1,4 +1,4 @@
-"""The scheduler a learner reads: vLLM 0.32.0's v1 scheduler in plain objects, vLLM's names (notebook 05 §2).
+"""The scheduler a learner reads: vLLM 0.32.0's v1 scheduler, plain objects (notebook 05 "调度器的一步一步").
 The fast engine (``scheduler.py``) is tested equal to it step by step, both against vLLM's own ``Scheduler``
 (tests/vllm/test_scheduler_parity.py). Left out: watermark (0), async scheduling, connectors, LoRA, lookahead.
 """

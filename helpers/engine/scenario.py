@@ -1,4 +1,4 @@
-"""Small workloads stepped through a scheduler, with the plan of every step (notebook 05 §2, the tests).
+"""Small workloads stepped through a scheduler, with the plan of every step (notebook 05, the tests).
 
 A ``Scenario`` is a scheduler configuration (vLLM's names) plus requests that arrive at given steps; the
 same JSON drives the reference scheduler (``run_reference``), the fast engine (``run_fast``) and vLLM 0.32.0's
@@ -182,8 +182,8 @@ def random_scenario(rng: np.random.Generator, name: str, *, num_requests: int = 
 
 
 def reference_step_table(sched: reference.Scheduler, plan: dict[str, Any], finished: list[str]):
-    """One row per request known to a ``reference.Scheduler`` after a step (notebook 05 §2): its status, the
-    tokens scheduled this step, its prefix-cache hit if admitted now, ``num_computed_tokens`` /
+    """One row per request of a ``reference.Scheduler`` after a step (notebook 05 "调度器的一步一步"): its
+    status, the tokens scheduled this step, its prefix-cache hit if admitted now, ``num_computed_tokens`` /
     ``num_tokens``, and its block table (physical block ids)."""
     import pandas as pd
 
