@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.engine.bulk_decode import PREEMPT
 from helpers.engine.config import EngineConfig
+from helpers.engine.fast_path import PREEMPT
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Request, RequestRecord, Sequence, Status
 from helpers.engine.scheduler import Scheduler, SchedulerOutput
@@ -208,13 +208,15 @@ class LLMEngine:
     def step(self) -> StepOutput:
         """Schedule and run one step starting at ``now_s``; ``now_s`` moves to its end."""
         start = self.now_s
-        out, produced, finished = self._run_step()
+        out, produced, finished = self.run_step()
         new_tokens = {seq.request_id: int(p) for seq, p in zip(out.seqs, produced.tolist())}
         return StepOutput(start, self.now_s, new_tokens, [s.request_id for s in finished],
                           out.num_scheduled_tokens, len(self.scheduler.running), len(self.scheduler.waiting),
                           len(out.preempted), out.num_padding_tokens)
 
-    def _run_step(self) -> tuple[SchedulerOutput, np.ndarray, list[Sequence]]:
+    def run_step(self) -> tuple[SchedulerOutput, np.ndarray, list[Sequence]]:
+        """``step()`` with the scheduler's own plan: (its ``SchedulerOutput``, tokens each of its ``seqs``
+        produced, the finished sequences). helpers/engine/scenario.py records schedules with it."""
         start = self.now_s
         out = self.scheduler.schedule()
         if not out.seqs:

@@ -104,7 +104,7 @@ def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequenc
     ``warmup`` (prompts, output lengths) run first, all at once, and are left out of ``requests`` and the
     latency figures, as a load generator's warm-up requests are; the engine's counters in ``summary``
     (prefix-cache hits, preemptions) include them, as a server's ``/metrics`` does. Used to replay an HTTP
-    load test on the engine's own clock (``helpers.bench.replay``).
+    load test on the engine's own clock (``helpers.bench.engine_clock``).
     """
     if len(prompts) != len(output_lens) or not prompts:
         raise ValueError(f"give one output length per prompt and at least one prompt: {len(prompts)} "
@@ -198,7 +198,7 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
         until = pending[0][0] if pending else math.inf
         steps, batch, tokens, finished = engine._run_decode_steps(until) if bulk else (0, 0, 0, [])
         if steps == 0:
-            out, _, finished = engine._run_step()
+            out, _, finished = engine.run_step()
             steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
         for _ in finished:  # each finish frees a client (closed loop) or a concurrency slot
             if next_index < num_prompts:

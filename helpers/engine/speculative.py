@@ -12,13 +12,15 @@ requests at ``context_len`` with and without speculation, to compare with the st
   scheduled, k + 1 tokens per drafting request (roofline: the weights are read once, FLOPs grow k + 1-fold,
   so it is as cheap as a decode step while memory-bound and k + 1 times dearer once compute-bound: why the
   gain shrinks as the batch grows).
-- Budget and KV, as vLLM 0.32.0 does it (``vllm/v1/core/sched/scheduler.py``,
-  ``schedule`` and ``update_from_output``; ``vllm/v1/core/kv_cache_manager.py``, ``allocate_slots``): a
-  running request is scheduled ``num_tokens_with_spec − num_computed_tokens`` = 1 + k tokens (fewer if the
+- Budget and KV, as vLLM 0.32.0 does it (``vllm/v1/core/sched/scheduler.py``, ``schedule`` and
+  ``update_from_output``; ``vllm/v1/core/kv_cache_manager.py``, ``allocate_slots``): a running request that
+  sampled a token last step (the drafter proposed for it) is scheduled
+  ``num_tokens_with_spec − num_computed_tokens`` = 1 + k tokens (fewer if the
   budget or ``max_model_len − 1`` cuts them, the drafts then truncated), all counted against
   ``max_num_batched_tokens``; ``allocate_slots(..., num_lookahead_tokens=...)`` reserves k more KV slots
-  for the next drafts (draft-model and EAGLE/MTP methods; 0 for ngram and the others; 0 for a request
-  being admitted); after the step ``num_computed_tokens -= num_rejected`` gives the rejected slots back,
+  for the next drafts (draft-model and EAGLE/MTP methods; 0 for ngram and the others; requests being
+  admitted too, ``effective_lookahead_tokens``); after the step ``num_computed_tokens -= num_rejected``
+  gives the rejected slots back,
   and the accepted tokens are appended one by one until max_tokens (the rest trimmed).
 """
 from __future__ import annotations

@@ -6,9 +6,9 @@ The one home of the article's numbers and of its table format:
 - ``ARTICLE_AB`` / ``article_table()``: the table in §4.2 of the first source article (原文一,
   "4090 单卡、13B 模型、输入约 1024 Token、输出 256 Token"), as printed there; ``article_sweep()``:
   the same numbers as sweep rows with vLLM's keys.
-- ``as_article_table``: a sweep with vLLM's keys (``helpers.sweep``, ``concurrency_sweep`` or ``simulate``
-  summaries) in the format the article's script prints: 并发 / 吞吐 tokens/s / TTFT_P50 / TTFT_P99 (ms, output
-  throughput).
+- ``as_article_table``: a sweep with vLLM's keys (``helpers.bench.sweep``, ``concurrency_sweep`` or
+  ``simulate`` summaries) in the format the article's script prints: 并发 / 吞吐 tokens/s / TTFT_P50 /
+  TTFT_P99 (ms, output throughput).
 - ``compare_with_article``: our columns beside the article's, one row per concurrency.
 - ``feature_ladder``: configs that turn B's features on one at a time, starting from A.
 """
@@ -55,7 +55,7 @@ def as_article_table(sweep: pd.DataFrame, config: str | None = None) -> pd.DataF
     """
     missing = {"max_concurrency", "output_throughput", "median_ttft_ms", "p99_ttft_ms"} - set(sweep.columns)
     if missing:
-        raise KeyError(f"the sweep lacks {sorted(missing)}: pass a table from helpers.sweep or "
+        raise KeyError(f"the sweep lacks {sorted(missing)}: pass a table from helpers.bench.sweep or "
                        "concurrency_sweep (vLLM's keys)")
     if config is not None:
         chosen = sweep[sweep["config"] == config]

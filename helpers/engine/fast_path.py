@@ -1,10 +1,11 @@
-"""Many pure-decode steps at once, exactly (simulate()'s fast path; notebook 05 §5).
+"""The fast path: many pure-decode steps at once, exactly (simulate()'s speed; notebook 05 §5).
 
 Between events (a request finishing, an admission becoming possible, an arrival, the pool running out of
 blocks) every running request gains one token per step and nothing else changes, so those steps can be
 applied in one go: token counters move by k, blocks are appended where tables cross a boundary, and the
-runs of token times are extended. The result equals k single steps (tests/test_simulate.py checks it).
-Mixed into ``Scheduler``; uses its slot arrays.
+runs of token times are extended. The result equals k single steps (tests/test_simulate.py checks it,
+tests/test_engine_reference.py checks it against the reference scheduler). Mixed into ``Scheduler``; uses
+its slot arrays. Everything else in the engine runs one step at a time.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
 PREEMPT = -1
 
 
-class BulkDecodeMixin:
+class BulkDecodeFastPath:
+    """``Scheduler``'s fast path (a mixin): how far pure decoding can run, and running it in one go."""
+
     def bulk_horizon(self) -> int:
         """How many pure-decode steps can run at once from now, 0 if the next step is not one, and
         ``PREEMPT`` if it is one but the pool cannot give every request its next block.
@@ -63,7 +66,8 @@ class BulkDecodeMixin:
         budget = self.config.max_num_batched_tokens - num_running
         if need > budget and not self.config.enable_chunked_prefill:
             return True
-        blocks = -(-(computed + min(need, budget)) // self.kv.block_size) - len(hits)
+        # its whole sequence must fit (scheduler_reserve_full_isl), so the chunk does too
+        blocks = -(-(computed + need) // self.kv.block_size) - len(hits)
         blocks += self.kv.pool.num_evictable(hits)
         return blocks > free_after_decodes
 
