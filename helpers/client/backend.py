@@ -312,9 +312,10 @@ def measuring_target(config: Any = ROOM_CONFIG, gpu: str = ROOM_GPU, *, time_sca
 def what_if_target(config: Any, gpu: str = ROOM_GPU, *, time_scale: float = ROOM_TIME_SCALE,
                    model: str = "local-13b", served_model_names: Sequence[str] | None = None,
                    name: str | None = None) -> Target | None:
-    """A private mock for a what-if on another engine configuration, or None where the notebook measures a
-    shared or real server (the room, TaoToken): the what-if then runs on the engine's clock only."""
-    if backend_kind() != "own-mock":
+    """A private server for a what-if on another engine configuration (a mock of it, or with the local real
+    vLLM a vLLM of it), or None where the notebook measures a shared server (the room, TaoToken): the what-if
+    then runs on the engine's clock only."""
+    if backend_kind() not in ("own-mock", "vllm-local"):
         return None
     return measuring_target(config, gpu, time_scale=time_scale, model=model,
                             served_model_names=served_model_names, name=name)
