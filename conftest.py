@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent
 # JupyterLab in Chromium, minutes: `make browser-test` runs it (a path given on the command line is collected)
-collect_ignore = ["tests/browser"]
+collect_ignore = ["tests/browser", "tests/vllm"]  # tests/vllm: real vLLM, `make vllm-test`
 MOCK_ARGS = ("--served-model-name", "local-13b", "local-r1:reasoning")
 _mock = None
 
@@ -30,6 +30,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["MPLBACKEND"] = "Agg"
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ["INFERENCE_LAB_TEST"] = "1"
+    # notebook 12 starts real vLLM servers (minutes): only `make vllm-test` and the browser test let it
+    os.environ.setdefault("INFERENCE_LAB_SKIP_VLLM", "1")
     os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1,localhost"]))
     os.environ["INFERENCE_LAB_FORBID_INPROCESS_MOCK"] = "1"
     config.addinivalue_line("markers", "shared_mock: needs the session's mock (INFERENCE_LAB_MOCK_URL)")

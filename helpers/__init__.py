@@ -407,6 +407,17 @@ if TYPE_CHECKING:
         truncated_draft as truncated_draft,
         with_quiet_layers as with_quiet_layers,
     )
+    from helpers.vllm_local import (
+        StartupLog as StartupLog,
+        VllmServer as VllmServer,
+        VllmStartError as VllmStartError,
+        config_a as config_a,
+        config_b as config_b,
+        ensure_tiny_model as ensure_tiny_model,
+        parse_startup_log as parse_startup_log,
+        start_vllm as start_vllm,
+        vllm_status as vllm_status,
+    )
     from helpers.widgets.kv import (
         KVEstimate as KVEstimate,
         capacity_panel as capacity_panel,
@@ -554,6 +565,15 @@ _EXPORTS: dict[str, str] = {
     "check_awq_weight_gib": "exercises.ex10", "check_expected_tokens_per_step": "exercises.ex10",
     "check_fits_4090": "exercises.ex10",
     "CheckResult": "exercises", "notebook_exercises": "exercises",
+    "StartupLog": "vllm_local",
+    "VllmServer": "vllm_local",
+    "VllmStartError": "vllm_local",
+    "config_a": "vllm_local",
+    "config_b": "vllm_local",
+    "ensure_tiny_model": "vllm_local",
+    "parse_startup_log": "vllm_local",
+    "start_vllm": "vllm_local",
+    "vllm_status": "vllm_local",
 }
 
 __all__ = sorted(_EXPORTS)

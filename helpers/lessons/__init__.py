@@ -6,6 +6,7 @@
 - 07 troubleshooting: ``troubleshooting`` (the first request, errors diagnosed)
 - 08 capacity planning: ``capacity_planning`` (sizing a deployment), ``capacity_planning_log`` (request logs)
 - 11 simulator fidelity: ``fidelity`` (the simulator against published benchmarks)
+- 12 real vLLM: ``real_vllm`` (configs A and B on vLLM itself, beside the course's calculator and simulator)
 
 Lessons may import any layer; nothing below them imports a lesson (import-linter contracts in pyproject.toml).
 """
