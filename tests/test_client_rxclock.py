@@ -115,7 +115,9 @@ def test_a_late_read_carries_the_kernels_receive_time(asynchronous: bool) -> Non
     data, before, after, rx_s, read_s = asyncio.run(scenario())
     assert data == b"data: chunk\n\n"
     assert read_s - after >= LATE_S  # a stamp taken at the read would be this late
-    assert before - 0.002 <= rx_s <= after + 0.002
+    # the kernel stamps the arrival: not before the send (2 ms for the clock conversion), and far nearer
+    # the send than the read, even if a busy machine delivers the loopback packet a little after sendall
+    assert before - 0.002 <= rx_s < after + LATE_S / 2, (before, after, rx_s, read_s)
 
 
 @linux_only

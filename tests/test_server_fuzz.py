@@ -45,7 +45,7 @@ def test_no_generated_request_is_a_server_error(server, with_key, examples):
         assert response.status_code < 500, (case.method, case.path, case.body, response.text[:500])
 
     check()
-    assert not [s for s in statuses if s >= 500]
+    assert sum(statuses.values()) >= examples // 4, f"the fuzzer sent too few requests: {statuses}"
     if with_key:  # the fuzzer reached the engine, not only the validation
         assert statuses.get(200, 0) >= 5, statuses
     else:

@@ -77,7 +77,26 @@ def test_sweep_reports_acceptance_and_speed_for_each_k(target):
     rows = speculative_sweep(target, target, random_prompt(CONFIG, 8), 17, ks=[1, 4], repeats=1)
     assert [r.k for r in rows] == [1, 4] and all(r.acceptance_rate == 1.0 for r in rows)
     assert rows[1].tokens_per_round > rows[0].tokens_per_round
-    assert all(r.tokens_per_s > 0 and r.speedup > 0 for r in rows)
+
+
+def test_sweep_turns_the_timed_seconds_into_tokens_per_s_and_speedup(target, monkeypatch):
+    """A scripted clock in place of the fastest-of-N timer: the work still runs, the seconds are known, so
+    tokens/s and speedup follow by hand (17 tokens: 0.2 s plain, 0.1 s at k=1, 0.05 s at k=4)."""
+    import helpers.toy.speculative as speculative
+
+    seconds = iter([0.2, 0.1, 0.05])
+    calls: list[int] = []
+
+    def scripted(fn, repeats, warmup=True):
+        fn()
+        calls.append(repeats)
+        return next(seconds)
+
+    monkeypatch.setattr(speculative, "best_time_s", scripted)
+    rows = speculative_sweep(target, target, random_prompt(CONFIG, 8), 17, ks=[1, 4], repeats=2)
+    assert calls == [2, 2, 2]
+    assert [(r.tokens_per_s, r.plain_tokens_per_s) for r in rows] == [(170.0, 85.0), (340.0, 85.0)]
+    assert [r.speedup for r in rows] == [2.0, 4.0]
 
 
 def test_a_truncated_draft_agrees_with_a_target_whose_late_layers_only_refine(target):

@@ -32,6 +32,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,120 +283,180 @@ def _write(path: Path, document: dict[str, Any], rows: list[dict[str, Any]]) -> 
     return csv_path
 
 
-def run(args: argparse.Namespace) -> int:
-    from helpers.bench.goodput import parse_goodput
-    from helpers.bench.records import FewSamplesWarning, to_simulated
-    from helpers.bench.sweep import asweep
-    from helpers.client.diagnose import mask_secrets
-    from helpers.client.settings import redact_url
-    from helpers.client.urls import normalize_base_url
-
+def _bad_paths(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments that name files and folders (None: nothing)."""
     if args.shared_prefix < 0 or args.warmup < 0:
-        return _fail("--shared-prefix and --warmup must be >= 0")
+        return "--shared-prefix and --warmup must be >= 0"
     if args.dataset and not Path(args.dataset).exists():
-        return _fail(f"--dataset {args.dataset}: no such file")
+        return f"--dataset {args.dataset}: no such file"
     out = Path(args.result_json)
     if not out.parent.exists():
-        return _fail(f"--result-json {out}: the folder {out.parent} does not exist")
+        return f"--result-json {out}: the folder {out.parent} does not exist"
     if args.report and not Path(args.report).parent.exists():
-        return _fail(f"--report {args.report}: the folder {Path(args.report).parent} does not exist")
+        return f"--report {args.report}: the folder {Path(args.report).parent} does not exist"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """The server as the preflight found it, and what the run needs from the arguments."""
+
+    base_url: str
+    api_key: str
+    time_scale: float | None
+    slo_ms: dict[str, float] | None
+
+    @property
+    def scaled(self) -> bool:
+        return self.time_scale is not None and self.time_scale != 1
+
+
+def _connect(args: argparse.Namespace) -> _Target | str:
+    """The normalised URL, the key, the SLOs and the mock's time scale, or why the run cannot start."""
+    from helpers.bench.goodput import parse_goodput
+    from helpers.client.diagnose import mask_secrets
+    from helpers.client.urls import normalize_base_url
+
     try:
         slo_ms = parse_goodput(args.goodput) if args.goodput else None
         api_key = _api_key(args.api_key_env)
         fix = normalize_base_url(args.base_url)
-        base_url = fix.url
         if fix.changed:
             print(mask_secrets(fix.explanation))
-        problem, time_scale = asyncio.run(_preflight(base_url, api_key, args.model, args.timeout))
+        problem, time_scale = asyncio.run(_preflight(fix.url, api_key, args.model, args.timeout))
     except ValueError as exc:
-        return _fail(mask_secrets(str(exc)))
-    if problem:
-        return _fail(problem)
-    scaled = time_scale is not None and time_scale != 1
-    requests_path = out.with_suffix(".requests.jsonl")
-    if args.sessions:
-        from helpers.cli.bench_sessions import run_sessions_command
+        return mask_secrets(str(exc))
+    return problem or _Target(fix.url, api_key, time_scale, slo_ms)
 
-        return run_sessions_command(args, base_url, api_key, time_scale, slo_ms)
-    rows: list[dict[str, Any]] = []
-    results: dict[str, BenchResult] = {}
-    levels = len(args.concurrency)
-    started_s = time.perf_counter()
 
-    def start(level: int, concurrency: int) -> None:
-        print(f"[{level + 1}/{levels}] 并发 {concurrency}：发出 {args.num_prompts} 个请求…",
+class _Progress:
+    """One table row on stdout and one progress line on stderr per concurrency level, as it finishes."""
+
+    def __init__(self, levels: int, num_prompts: int, target: _Target) -> None:
+        self.levels, self.num_prompts, self.target = levels, num_prompts, target
+        self.rows: list[dict[str, Any]] = []
+        self.results: dict[str, BenchResult] = {}
+        self.started_s = time.perf_counter()
+
+    def start(self, level: int, concurrency: int) -> None:
+        print(f"[{level + 1}/{self.levels}] 并发 {concurrency}：发出 {self.num_prompts} 个请求…",
               file=sys.stderr, flush=True)
 
-    def show(result: BenchResult) -> None:
-        rows.append({**result.row(), "error_kinds": result.error_kinds})
-        results[f"concurrency {result.run['max_concurrency']}"] = result
-        shown = to_simulated(rows[-1], time_scale) if scaled else rows[-1]
+    def show(self, result: BenchResult) -> None:
+        from helpers.bench.records import to_simulated
+        from helpers.client.diagnose import mask_secrets
+
+        self.rows.append({**result.row(), "error_kinds": result.error_kinds})
+        self.results[f"concurrency {result.run['max_concurrency']}"] = result
+        row = self.rows[-1]
+        shown = to_simulated(row, self.target.time_scale) if self.target.scaled else row
         print(_table([shown]).splitlines()[-1], flush=True)
         reasons = _reasons(result)
         if reasons:
             print(mask_secrets(reasons), flush=True)
-        row = rows[-1]
-        print(f"[{len(rows)}/{levels}] 并发 {row['max_concurrency']} 完成：成功 {row['completed']}，"
-              f"失败 {row['failed']}，已用 {time.perf_counter() - started_s:.1f} s（墙钟）",
+        elapsed_s = time.perf_counter() - self.started_s
+        print(f"[{len(self.rows)}/{self.levels}] 并发 {row['max_concurrency']} 完成："
+              f"成功 {row['completed']}，失败 {row['failed']}，已用 {elapsed_s:.1f} s（墙钟）",
               file=sys.stderr, flush=True)
 
-    print(_basis(time_scale))
-    print(_table([]), flush=True)
+
+def _sweep(args: argparse.Namespace, target: _Target, progress: _Progress, requests_path: Path) -> Any:
+    """The levels one after another through ``helpers.bench.sweep.asweep``: the summary table."""
+    from helpers.bench.records import FewSamplesWarning
+    from helpers.bench.sweep import asweep
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewSamplesWarning)  # said once below instead
-        try:
-            table = asyncio.run(
-                asweep(
-                    args.concurrency,
-                    num_prompts=args.num_prompts,
-                    input_len=args.input_len,
-                    output_len=args.output_len,
-                    shared_prefix_len=args.shared_prefix,
-                    dataset=args.dataset,
-                    warmup=args.warmup,
-                    seed=args.seed,
-                    request_rate=args.request_rate,
-                    burstiness=args.burstiness,
-                    model=args.model,
-                    base_url=base_url,
-                    api_key=api_key,
-                    ignore_eos=not args.no_ignore_eos,
-                    save_jsonl=requests_path,
-                    timeout_s=args.timeout,
-                    deadline_s=args.deadline,
-                    on_start=start,
-                    on_result=show,
-                    goodput=slo_ms,
-                )
+        return asyncio.run(
+            asweep(
+                args.concurrency,
+                num_prompts=args.num_prompts,
+                input_len=args.input_len,
+                output_len=args.output_len,
+                shared_prefix_len=args.shared_prefix,
+                dataset=args.dataset,
+                warmup=args.warmup,
+                seed=args.seed,
+                request_rate=args.request_rate,
+                burstiness=args.burstiness,
+                model=args.model,
+                base_url=target.base_url,
+                api_key=target.api_key,
+                ignore_eos=not args.no_ignore_eos,
+                save_jsonl=requests_path,
+                timeout_s=args.timeout,
+                deadline_s=args.deadline,
+                on_start=progress.start,
+                on_result=progress.show,
+                goodput=target.slo_ms,
             )
-        except (ValueError, FileNotFoundError) as exc:
-            return _fail(mask_secrets(str(exc)))
-        except KeyboardInterrupt:
-            print(f"interrupted: the requests that finished are in {requests_path}")
-            return 130
+        )
+
+
+def _notes(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """What the table means, and what the run says about itself (few samples, a server that vanished)."""
     print("吞吐 = 输出 tokens ÷ 整轮时间 (output_throughput)；TTFT 到第一个含内容的 chunk。")
     if args.num_prompts < 101:
         print(f"注意：每档只有 {args.num_prompts} 个请求，P99 实际上就是最大值（至少 101 个样本才不是）。")
     if any("connection_refused" in r["error_kinds"] for r in rows):
         print("服务器在运行中途消失：预检成功之后出现了 connection_refused（连接被拒绝），"
               "服务器崩溃、被关闭或重启了；之后的数字不可信，确认服务器还在运行后重测。")
+
+
+def _document(args: argparse.Namespace, target: _Target, seed: Any,
+              rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result JSON: the run's settings under vLLM's key names, the rows (and their simulated twins)."""
+    from helpers.bench.records import to_simulated
+    from helpers.client.settings import redact_url
+
     document = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "backend": "openai-chat",
-        "base_url": redact_url(base_url),
+        "base_url": redact_url(target.base_url),
         "model_id": args.model,
         "input_len": args.input_len,
         "output_len": args.output_len,
         "shared_prefix_len": args.shared_prefix,
         "dataset": args.dataset,
-        "seed": table.attrs["seed"],
+        "seed": seed,
         "timeout_s": args.timeout,
         "deadline_s": args.deadline,
-        "time_scale": time_scale,
+        "time_scale": target.time_scale,
         "results": rows,
     }
-    if scaled:
-        document["results_simulated"] = [to_simulated(r, time_scale) for r in rows]
+    if target.scaled:
+        document["results_simulated"] = [to_simulated(r, target.time_scale) for r in rows]
+    return document
+
+
+def run(args: argparse.Namespace) -> int:
+    from helpers.client.diagnose import mask_secrets
+
+    problem = _bad_paths(args)
+    if problem:
+        return _fail(problem)
+    target = _connect(args)
+    if isinstance(target, str):
+        return _fail(target)
+    out = Path(args.result_json)
+    requests_path = out.with_suffix(".requests.jsonl")
+    if args.sessions:
+        from helpers.cli.bench_sessions import run_sessions_command
+
+        return run_sessions_command(args, target.base_url, target.api_key, target.time_scale, target.slo_ms)
+    progress = _Progress(len(args.concurrency), args.num_prompts, target)
+    print(_basis(target.time_scale))
+    print(_table([]), flush=True)
+    try:
+        table = _sweep(args, target, progress, requests_path)
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail(mask_secrets(str(exc)))
+    except KeyboardInterrupt:
+        print(f"interrupted: the requests that finished are in {requests_path}")
+        return 130
+    rows = progress.rows
+    _notes(args, rows)
+    document = _document(args, target, table.attrs["seed"], rows)
     csv_path = _write(out, document, rows)
     print(f"wrote {out}, {csv_path} and {requests_path}")
     if args.report:
@@ -404,7 +465,7 @@ def run(args: argparse.Namespace) -> int:
         keys = ("base_url", "model_id", "input_len", "output_len", "shared_prefix_len", "dataset", "seed",
                 "time_scale")
         meta = {k: document[k] for k in keys}
-        print(f"wrote {write_report(results, args.report, metadata=meta)}")
+        print(f"wrote {write_report(progress.results, args.report, metadata=meta)}")
     broken = _broken_levels(rows, args.max_failure_rate)
     if broken:
         print("退出码 1：" + "；".join(broken) + "。失败原因见上表下方和 " + str(requests_path))

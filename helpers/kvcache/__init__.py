@@ -55,8 +55,9 @@ def _check_count(name: str, value: int) -> None:
 def cached_layer_tokens(model: ModelSpec, seq_len: int) -> int:
     """Sum over layers of the tokens each layer keeps: full layers all, windowed layers at most the window."""
     _check_count("seq_len", seq_len)
-    windowed = model.num_sliding_window_layers if model.sliding_window else 0
-    kept = min(seq_len, model.sliding_window) if windowed else 0
+    window = model.sliding_window
+    windowed = model.num_sliding_window_layers if window else 0
+    kept = min(seq_len, window) if window and windowed else 0
     return (model.num_layers - windowed) * seq_len + windowed * kept
 
 

@@ -8,12 +8,13 @@ Pure drawing of ``sweep`` tables (one row per concurrency level, vLLM's keys). P
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeAlias
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-Tables = pd.DataFrame | Mapping[str, pd.DataFrame]
+Tables: TypeAlias = "pd.DataFrame | Mapping[str, pd.DataFrame]"
 
 
 def _series(tables: Tables) -> list[tuple[str | None, pd.DataFrame]]:

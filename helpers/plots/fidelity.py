@@ -6,6 +6,7 @@ Pure drawing: every number comes from ``helpers.lessons.fidelity.compare_with_pu
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -51,10 +52,11 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *, target_med
         held = comp.loc[comp["split"] == "held_out", "error"]
         held_text = f", held out {float(np.median(np.abs(held))):.0%}" if len(held) else ""
         ax.set_title(f"{title}\nmedian |error| {median:.0%} (all rows){held_text}", fontsize=10)
-    legend = {}  # one legend for all panels, below them, so that it hides no point
+    legend: dict[str, Any] = {}  # one legend for all panels, below them, so that it hides no point
     for ax in axes[0]:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=5, fontsize=8,
+               frameon=False)
     plt.close(fig)
     return fig

@@ -26,7 +26,12 @@ def plot_stream_timeline(metrics: RequestMetrics, *, title: str | None = None,
     """
     fig, ax = plt.subplots(figsize=figsize)
     trace = metrics.trace
-    count, xs_r, ys_r, xs_c, ys_c, xs_empty = 0, [], [], [], [], []
+    xs_r: list[float] = []
+    ys_r: list[float] = []
+    xs_c: list[float] = []
+    ys_c: list[float] = []
+    count = 0
+    xs_empty: list[float] = []
     for event in trace:
         if event.carries_text:
             count += 1
