@@ -236,6 +236,7 @@ if TYPE_CHECKING:
         activation_peak_bytes as activation_peak_bytes,
         plan_capacity as plan_capacity,
     )
+    from helpers.kvcache.hybrid import HybridCache as HybridCache, hybrid_cache as hybrid_cache
     from helpers.lessons.capacity_planning import (
         DeploymentSizing as DeploymentSizing,
         gpu_options as gpu_options,
@@ -469,6 +470,7 @@ _EXPORTS: dict[str, str] = {
     "kv_cache_bytes": "kvcache", "weights_bytes": "kvcache", "format_bytes": "kvcache",
     "compare_attention": "kvcache", "AttentionVariant": "kvcache", "WEIGHT_FORMATS": "kvcache",
     "WeightFormat": "kvcache", "weight_bytes_per_param": "kvcache", "embedding_params": "kvcache",
+    "hybrid_cache": "kvcache.hybrid", "HybridCache": "kvcache.hybrid",
     "plan_capacity": "kvcache.capacity", "CapacityPlan": "kvcache.capacity",
     "activation_peak_bytes": "kvcache.capacity", "NON_TORCH_BYTES": "kvcache.capacity",
     "count_params": "models.params",

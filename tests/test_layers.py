@@ -9,8 +9,8 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE_TOP_LEVEL = {"__init__.py", "__main__.py", "hardware.py", "roofline.py", "cost.py",
-                  "vllm_version.py"}  # the one pinned vLLM version: a constant every layer may cite
+# vllm_version.py: the one constant naming the vLLM version the course describes (pure, no imports; issue 22)
+PURE_TOP_LEVEL = {"__init__.py", "__main__.py", "hardware.py", "roofline.py", "cost.py", "vllm_version.py"}
 PACKAGES = {"bench", "cli", "client", "engine", "exercises", "kvcache", "lessons", "models", "plots",
             "server", "text", "toy", "widgets", "vllm_local"}
 

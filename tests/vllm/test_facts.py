@@ -48,6 +48,9 @@ ROWS = [
     {"ttft": 0.05, "latency": 0.5, "output_tokens": 10},  # good
 ]
 GOODPUT_MS = {"ttft": 300.0, "tpot": 100.0}
+# transformers' Qwen3NextConfig defaults (the Qwen3-Next-80B-A3B checkpoint), the fields the state shapes use
+QWEN3_NEXT = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+              "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
 DURATION_S = 4.0
 
 
@@ -67,6 +70,7 @@ def facts(probe) -> dict:
     spec = {
         "stream": STREAM,
         "metrics": {"rows": ROWS, "duration_s": DURATION_S, "goodput": GOODPUT_MS},
+        "gdn": QWEN3_NEXT,
         "serve_commands": [_serve_argv(_launch("config_a.yaml")), _serve_argv(_launch("config_b.yaml")),
                            ["some-model", "--config", str(DATA / "config_a.yaml")],
                            ["some-model", "--config", str(DATA / "config_b.yaml")]],
@@ -320,6 +324,15 @@ def test_bench_sweep_subcommands_and_no_sla_search(facts):
     assert "serve_sla" not in sweep["modules"]
     assert all(flag not in opts for opts in sweep["options"].values() for flag in GONE_SWEEP_FLAGS)
     assert "--workload-iters" in sweep["options"]["serve_workload"]
+
+
+def test_gated_delta_net_state_is_vllms(facts):
+    from helpers.kvcache.hybrid import gated_delta_net_state_shapes
+
+    conv, recurrent = facts["gated_delta_net"]
+    ours_conv, ours_recurrent = gated_delta_net_state_shapes(QWEN3_NEXT)
+    assert sorted(conv) == sorted(ours_conv)  # vLLM orients it (dim, len) or (len, dim) by kernel layout
+    assert recurrent == list(ours_recurrent)
 
 
 def test_prompt_tokens_details_needs_the_flag(facts):

@@ -350,6 +350,16 @@ def bench_serve_options() -> list[str]:
     return sorted({s for a in parser._actions for s in a.option_strings})
 
 
+def gated_delta_net_shapes(config: dict) -> list:
+    """vLLM's Gated DeltaNet state shapes for a config (one GPU, no speculation), as lists."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    shapes = MambaStateShapeCalculator.gated_delta_net_state_shape(
+        1, config["linear_num_key_heads"], config["linear_num_value_heads"], config["linear_key_head_dim"],
+        config["linear_value_head_dim"], config["linear_conv_kernel_dim"])
+    return [list(s) for s in shapes]
+
+
 def prompt_tokens_details() -> dict:
     from vllm.entrypoints.openai.chat_completion import serving
 
@@ -387,6 +397,7 @@ def main() -> None:
         "bench_serve_options": bench_serve_options(),
         "bench_sweep": bench_sweep(),
         "prompt_tokens_details": prompt_tokens_details(),
+        "gated_delta_net": gated_delta_net_shapes(spec["gdn"]) if "gdn" in spec else None,
     }
     json.dump(result, sys.stdout)
 
