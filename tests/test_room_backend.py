@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import first_request, stream_once
+from helpers import closed_port_url, first_request, stream_once
 from helpers.client import backend
 from helpers.client.backend import (
     MOCK_KEY_ENV,
@@ -29,7 +29,6 @@ from helpers.client.factory import make_client
 from helpers.client.prom import metric_value, scrape_metrics
 from helpers.server.classroom import load_or_create_keys
 from helpers.server.launcher import spawn_mock_server, start_mock_server
-from helpers.troubleshoot import closed_port_url
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "workshop.md"
