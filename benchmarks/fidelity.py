@@ -2,8 +2,8 @@
 
 Run: ``python benchmarks/fidelity.py``. Prints the table (published, simulated, error = sim / published − 1)
 with the code's defaults, then fits MFU / MBU / per-step overhead / all-reduce latency / API-server time per
-request on the ``fit`` half of the setups (``helpers.fidelity.fidelity_split``), once for all GPUs and with
-MFU / MBU GPU by GPU, and prints the error summaries, fit and held-out rows apart. The defaults in
+request on the ``fit`` half of the setups (``helpers.lessons.fidelity.fidelity_split``), once for all GPUs
+and with MFU / MBU GPU by GPU, and prints the error summaries, fit and held-out rows apart. The defaults in
 ``helpers/roofline.py`` are not changed. Targets (issue 13): median |error| <= 15 %, no row beyond 2x, on
 the held-out rows. Takes ~3 min on 2 cores (a finer grid than notebook 11's: 1,440 points).
 """
@@ -13,7 +13,7 @@ import time
 
 import pandas as pd
 
-from helpers.fidelity import (
+from helpers.lessons.fidelity import (
     Efficiency,
     calibrate_efficiency,
     compare_with_published,

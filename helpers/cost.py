@@ -5,7 +5,7 @@ the throughput *at the load that meets the SLO* (an ``helpers.bench.slo`` search
 sits past the knee, where requests miss their latency targets. Prices: ``data/gpu_prices.csv`` (on-demand
 list prices with source and date; they move: pass your own with ``usd_per_gpu_hour``).
 
-tokens/s/user and tokens/s/GPU as ``vllm bench sweep plot_pareto`` defines them (vLLM v0.19.0,
+tokens/s/user and tokens/s/GPU as ``vllm bench sweep plot_pareto`` defines them (vLLM 0.32.0,
 ``vllm/benchmarks/sweep/plot_pareto.py``): output throughput ÷ users and ÷ GPUs. Users = ``max_concurrency``
 when the run had one; else the mean number in flight, request throughput × mean E2E latency (Little's law,
 as ``vllm/benchmarks/sweep/serve_workload.py`` estimates a concurrency). Departure: vLLM's plot falls back to
@@ -14,7 +14,9 @@ as ``vllm/benchmarks/sweep/serve_workload.py`` estimates a concurrency). Departu
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,6 +29,7 @@ from helpers.models import DATA_DIR
 
 PRICES_CSV = DATA_DIR / "gpu_prices.csv"
 SECONDS_PER_HOUR = 3600.0
+STALE_AFTER_DAYS = 365  # a list price read more than a year ago is marked stale
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,20 @@ class GPUPrice:
     source: str
     read_on: str
     via: str
+
+    @property
+    def gpus_in_offer(self) -> int:
+        """How many GPUs the listed offer has (its price was divided by this): "8x ..." / "... for 8 GPUs"."""
+        match = re.match(r"(\d+)x ", self.offer) or re.search(r"for (\d+) GPUs", self.offer)
+        return int(match.group(1)) if match else 1
+
+    def age_days(self, as_of: dt.date | None = None) -> int:
+        """Days between ``read_on`` and ``as_of`` (default: today)."""
+        return ((as_of or dt.date.today()) - dt.date.fromisoformat(self.read_on)).days
+
+    def is_stale(self, as_of: dt.date | None = None) -> bool:
+        """Read more than ``STALE_AFTER_DAYS`` before ``as_of`` (default: today): re-check ``source``."""
+        return self.age_days(as_of) > STALE_AFTER_DAYS
 
 
 @lru_cache(maxsize=1)
@@ -59,6 +76,28 @@ def gpu_price(gpu: str, provider: str | None = None) -> GPUPrice:
         raise KeyError(f"no price for {gpu!r}{where} in data/gpu_prices.csv "
                        f"(priced: {', '.join(priced)}); pass usd_per_gpu_hour=... with your own price")
     return rows[0]
+
+
+def price_table(as_of: dt.date | None = None) -> pd.DataFrame:
+    """Every price with its basis (GPUs in the offer) and whether it is stale on ``as_of`` (default today)."""
+    return pd.DataFrame([{"gpu": p.gpu, "provider": p.provider, "usd_per_gpu_hour": p.usd_per_gpu_hour,
+                          "gpus_in_offer": p.gpus_in_offer, "read_on": p.read_on,
+                          "age_days": p.age_days(as_of), "stale": p.is_stale(as_of)} for p in load_prices()])
+
+
+def price_spreads() -> pd.DataFrame:
+    """Per GPU listed by more than one provider: cheapest, dearest and their ratio, largest spread first
+    (the claim "the same card costs N× more elsewhere" is rendered from this, never written by hand)."""
+    table = price_table(dt.date.fromisoformat("2100-01-01"))  # ages are not used here
+    rows = []
+    for gpu, group in table.groupby("gpu"):
+        if len(group) > 1:
+            price = group["usd_per_gpu_hour"]
+            low, high = group.loc[price.idxmin()], group.loc[price.idxmax()]
+            rows.append({"gpu": gpu, "cheapest": f"{low['provider']} {low['usd_per_gpu_hour']:.2f}",
+                         "dearest": f"{high['provider']} {high['usd_per_gpu_hour']:.2f}",
+                         "spread": high["usd_per_gpu_hour"] / low["usd_per_gpu_hour"]})
+    return pd.DataFrame(rows).sort_values("spread", ascending=False).set_index("gpu")
 
 
 def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:

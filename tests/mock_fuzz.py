@@ -4,8 +4,7 @@ Shared by tests/test_server_fuzz.py (a bounded run) and benchmarks/fuzz_mock.py 
 from __future__ import annotations
 
 import schemathesis
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, settings, strategies as st
 from schemathesis import GenerationMode
 
 FUZZ = settings(

@@ -1,13 +1,13 @@
-"""vLLM v0.19.0's batch defaults per GPU and usage context (EngineArgs.get_batch_defaults and
+"""vLLM 0.32.0's batch defaults per GPU and usage context (EngineArgs.get_batch_defaults and
 _set_default_max_num_seqs_and_batched_tokens_args in vllm/engine/arg_utils.py)."""
 from __future__ import annotations
 
 import pytest
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.config import EngineConfig
 from helpers.engine.engine import LLMEngine
 from helpers.hardware import load_gpu
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
 
 
 @pytest.mark.parametrize(
@@ -19,7 +19,9 @@ from helpers.hardware import load_gpu
         ("rtx-4090", "openai", 2048, 256, "small"),
         ("h100-sxm", "openai", 8192, 1024, "large"),  # 79.6 GiB, not an A100
         ("h200", "openai", 8192, 1024, "large"),
-        ("mi300x", "openai", 8192, 1024, "large"),
+        ("mi300x", "openai", 16384, 1024, "largest"),  # 191.7 GiB >= 160 GiB
+        ("b200", "openai", 16384, 1024, "largest"),  # 179.1 GiB
+        ("b200", "llm", 16384, 1024, "largest"),
         ("a100-80gb", "llm", 8192, 256, "small"),
         ("h100-sxm", "llm", 16384, 1024, "large"),
     ],

@@ -8,7 +8,7 @@ import pytest
 
 from helpers.bench import make_prompts, prompts_from_log, run_benchmark, synthetic_prompts
 from helpers.server.launcher import start_mock_server
-from helpers.server.tokenizer import encode_chat
+from helpers.text.tokenizer import encode_chat
 
 
 @pytest.mark.parametrize(

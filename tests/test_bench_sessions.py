@@ -20,7 +20,7 @@ from helpers.bench.sessions import (
 from helpers.client.prom import scrape_metrics, vllm_snapshot
 from helpers.engine.config import EngineConfig
 from helpers.server.launcher import start_mock_server
-from helpers.server.tokenizer import count_tokens, encode_chat
+from helpers.text.tokenizer import count_tokens, encode_chat
 
 CONFIG = EngineConfig.from_yaml(Path(__file__).resolve().parent.parent / "data" / "vllm" / "config_b.yaml")
 GPU = "a100-80gb"

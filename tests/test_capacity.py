@@ -1,19 +1,20 @@
-"""helpers.capacity: vLLM's KV-pool accounting, fits/does-not-fit, and computed alternatives."""
+"""helpers.kvcache.capacity: vLLM's KV-pool accounting, fits/does-not-fit, and computed alternatives."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.capacity import activation_peak_bytes, alternatives, plan_capacity, with_settings
 from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache import kv_bytes_per_token
+from helpers.kvcache.capacity import activation_peak_bytes, alternatives, plan_capacity, with_settings
 from helpers.models import load_model
 
 GIB = 2**30
 
 
 def test_pool_blocks_tokens_and_concurrency_follow_vllm() -> None:
-    plan = plan_capacity("llama-2-7b", "a100-80gb", activation_bytes=0, non_torch_bytes=0)
+    plan = plan_capacity("llama-2-7b", "a100-80gb", gpu_memory_utilization=0.9, activation_bytes=0,
+                         non_torch_bytes=0)
     budget = 81920 * 2**20 * 9 // 10
     weights = 6_738_415_616 * 2
     assert plan.budget_bytes == budget and plan.weights_bytes == weights
@@ -127,10 +128,3 @@ def test_bad_settings_raise(kwargs: dict, message: str) -> None:
 def test_fitting_plan_explains_briefly() -> None:
     text = plan_capacity("llama-2-7b", "rtx-4090").explain()
     assert "放得下" in text and "可行方案" not in text and "tokens" in text
-
-
-def test_kvcache_re_exports_capacity_planning() -> None:
-    from helpers import kvcache
-
-    assert kvcache.plan_capacity is plan_capacity
-    assert kvcache.CapacityPlan.__name__ == "CapacityPlan"

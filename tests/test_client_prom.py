@@ -15,8 +15,8 @@ from helpers.client.prom import (
     scrape_metrics,
     vllm_snapshot,
 )
+from helpers.lessons.troubleshooting import closed_port_url
 from helpers.server.launcher import start_mock_server
-from helpers.troubleshoot import closed_port_url
 
 TEXT = """\
 # HELP vllm:num_requests_running Requests in the running batch.

@@ -12,7 +12,7 @@ import pytest
 from scripted_sse import Reply, ScriptedServer, chat_stream
 
 from helpers.client.factory import make_async_client, make_client
-from helpers.client.metrics import NoTokensError
+from helpers.client.latency import NoTokensError
 from helpers.client.naive import naive_measure, naive_p99
 from helpers.client.rxclock import KERNEL_STAMPS
 from helpers.client.stream import astream_once, stream_once

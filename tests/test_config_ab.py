@@ -7,14 +7,14 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.config_ab import (
+from helpers.engine.config import EngineConfig
+from helpers.lessons.config_ab import (
     article_sweep,
     article_table,
     as_article_table,
     compare_with_article,
     feature_ladder,
 )
-from helpers.engine.config import EngineConfig
 
 
 def sweep_table(throughputs: list[float]) -> pd.DataFrame:

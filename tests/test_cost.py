@@ -51,3 +51,28 @@ def test_pareto_front_keeps_the_undominated_points_and_the_plots_draw():
     knee = pd.DataFrame({"request_rate": [1, 2, 4], "request_throughput": [1, 2, 3],
                          "request_goodput": [1, 2, 0]})
     assert len(plot_goodput_knee(knee).axes[0].lines) == 2
+
+
+def test_price_spreads_are_computed_and_data_readme_states_them():
+    from helpers.cost import price_spreads
+    from helpers.models import DATA_DIR
+
+    spreads = price_spreads()["spread"].round(2)
+    assert spreads.to_dict() == {"a100-80gb": 1.92, "h100-sxm": 1.72, "a100-40gb": 1.38, "h200": 1.08}
+    readme = (DATA_DIR / "README.md").read_text(encoding="utf-8")
+    for gpu, ratio in spreads.items():
+        assert f"{ratio:.2f}× for {gpu}" in readme, gpu
+
+
+def test_stale_prices_and_offer_basis():
+    import datetime as dt
+
+    from helpers.cost import gpu_price, price_table
+
+    as_of = dt.date(2026, 12, 1)
+    table = price_table(as_of).set_index(["gpu", "provider"])
+    assert table.loc[("rtx-4090", "RunPod"), "stale"] and not table.loc[("a10", "Lambda"), "stale"]
+    assert gpu_price("rtx-4090").age_days(as_of) == 506
+    assert not gpu_price("rtx-4090").is_stale(dt.date(2026, 7, 13))  # exactly a year: not yet
+    assert gpu_price("a100-80gb").gpus_in_offer == 8 and gpu_price("h100-sxm").gpus_in_offer == 1
+    assert gpu_price("h100-sxm", "AWS").gpus_in_offer == 8

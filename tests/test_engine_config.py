@@ -58,7 +58,8 @@ def test_dtypes_and_quantization_map_to_storage_dtypes():
 
 
 def test_a_false_boolean_in_a_file_is_refused_because_vllm_would_ignore_it(tmp_path):
-    # vLLM v0.19.0's `--config` passes only true booleans on: `false` would leave the default (on) in force.
+    # vLLM 0.32.0's `vllm serve --config` passes only true booleans on: `false` would leave the default (on)
+    # in force.
     path = tmp_path / "c.yaml"
     path.write_text("max_num_seqs: 1\nenable_prefix_caching: false\n")
     with pytest.raises(ValueError, match="no-enable-prefix-caching: true"):

@@ -8,7 +8,7 @@ import pytest
 from helpers.engine import EngineConfig, LLMEngine, Request
 from helpers.server.completions import Job, run_to_completion, stream_events
 from helpers.server.driver import FINISHED, EngineDriver
-from helpers.server.textgen import Reply
+from helpers.text.textgen import Reply
 
 GPU = "a100-80gb"
 

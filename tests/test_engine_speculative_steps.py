@@ -114,11 +114,18 @@ def test_the_acceptance_draws_are_seeded():
 def test_the_step_loop_gains_what_the_steady_state_step_predicts(batch, output_len):
     row = speculative_gain_sweep(config(spec(4, 0.7)), GPU, [batch], input_len=512, output_len=output_len)
     assert row["speedup"][0] == pytest.approx(row["steady_state_speedup"][0], rel=0.08)  # ~4 std. errors
+    # the steady state from first principles: one plain decode step vs k cheap draft passes plus one verify
+    # pass over k + 1 tokens per request, which yields 1 + α + ... + α^k tokens (draft i survives with α^i)
+    k, alpha, draft_cost_ratio = 4, 0.7, SpeculativeConfig(4, 0.7).draft_cost_ratio
     cm = LLMEngine(config(), GPU).cost_model
-    direct = speculative_step(cm, SpeculativeConfig(4, 0.7), batch, context_len=512 + output_len // 2)
-    assert row["steady_state_speedup"][0] == direct.speedup
+    context = np.full(batch, 512 + output_len // 2)
+    plain_s = cm.cost(np.ones(batch, np.int64), context).time_s
+    verify_s = cm.cost(np.full(batch, k + 1, np.int64), context).time_s
+    tokens_per_step = sum(alpha ** i for i in range(k + 1))
+    expected = (batch * tokens_per_step / (verify_s + k * draft_cost_ratio * plain_s)) / (batch / plain_s)
+    assert row["steady_state_speedup"][0] == pytest.approx(expected, rel=1e-9)
     plain = decode_tokens_per_s(config(), GPU, batch, 512, output_len)
-    assert plain == pytest.approx(batch / direct.plain_step_s, rel=0.03)  # plain decode: the roofline's
+    assert plain == pytest.approx(batch / plain_s, rel=0.03)  # plain decode: the roofline's
 
 
 def test_the_gain_shrinks_as_the_batch_grows_in_the_step_loop():

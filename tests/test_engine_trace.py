@@ -4,10 +4,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.config_ab import as_article_table
 from helpers.engine import EngineConfig, Request
 from helpers.engine.sweep import concurrency_sweep
 from helpers.engine.trace import block_snapshot, timeline, trace_requests
+from helpers.lessons.config_ab import as_article_table
 
 GPU = "a100-80gb"
 CONFIG_B = EngineConfig.from_yaml(Path(__file__).resolve().parent.parent / "data" / "vllm" / "config_b.yaml")

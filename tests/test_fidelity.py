@@ -1,4 +1,5 @@
-"""The simulator fidelity table (data/fidelity/, helpers.fidelity) stays in sync with data/ and the engine."""
+"""The simulator fidelity table (data/fidelity/, helpers.lessons.fidelity) stays in sync with data/ and the
+engine."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import fidelity
-from helpers.fidelity import (
+from helpers.lessons import fidelity
+from helpers.lessons.fidelity import (
     COLUMNS,
     METRICS,
     PUBLISHED_CSV,

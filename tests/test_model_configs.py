@@ -3,7 +3,7 @@
 Each expected value is computed here by hand from the file's own fields, with the family's formula:
 
 * full attention (MHA/GQA/MQA): KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x dtype bytes.
-  vLLM v0.19.0 counts the same per block: ``AttentionSpec.real_page_size_bytes`` = 2 x block_size x
+  vLLM 0.32.0 counts the same per block: ``AttentionSpec.real_page_size_bytes`` = 2 x block_size x
   num_kv_heads x head_size x dtype size (vllm/v1/kv_cache_interface.py), with num_kv_heads / head_size from
   ``get_total_num_kv_heads`` / ``get_head_size`` (vllm/transformers_utils/model_arch_config_convertor.py).
 * MLA (DeepSeek-V2/V3): layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes, no factor 2: vLLM's
@@ -108,7 +108,8 @@ def test_kv_layout_matches_the_hand_computed_formula(name: str) -> None:
     assert kv_bytes_per_token(spec, "fp16") == per_token
 
 
-# vLLM's own numbers for the same checkpoints: tests/config/base_model_arch_groundtruth.json (v0.19.0),
+# vLLM's own numbers for the same checkpoints: tests/config/base_model_arch_groundtruth.json (read in vLLM's
+# repository at v0.19.0, historical: the wheel ships no tests),
 # (total_num_hidden_layers, total_num_kv_heads, head_size).
 VLLM_GROUNDTRUTH = {"falcon-40b": (60, 8, 64), "falcon-7b-refinedweb": (32, 1, 64), "mpt-7b": (32, 32, 128)}
 

@@ -179,7 +179,7 @@ def test_gpt2_names() -> None:
     ],
 )
 def test_falcon_kv_head_fields(extra: dict, kv_heads: int, kind: str) -> None:
-    """transformers FalconConfig / vLLM v0.19.0 FalconModelArchConfigConvertor and RWConfig semantics."""
+    """transformers FalconConfig / vLLM 0.32.0 FalconModelArchConfigConvertor and RWConfig semantics."""
     config = {
         "model_type": "falcon",
         "num_hidden_layers": 2,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers import plot_stream_timeline, plot_tps_vs_max_tokens, plot_ttft_bars, plot_ttft_vs_prompt
-from helpers.client.metrics import ChunkEvent, metrics_from_trace
+from helpers.client.latency import ChunkEvent, metrics_from_trace
 
 
 def reasoning_trace() -> list[ChunkEvent]:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.capacity import plan_capacity
 from helpers.hardware import load_gpu
 from helpers.kvcache import WEIGHT_FORMATS, embedding_params, kv_bytes_per_token, weights_bytes
+from helpers.kvcache.capacity import plan_capacity
 from helpers.models import load_model
 from helpers.roofline import decode_tokens_per_s_ceiling, step_time
 

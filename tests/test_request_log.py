@@ -9,8 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.request_log import length_percentiles, load_request_log, log_prompts, prefix_hit_rate_bound
-from helpers.server.tokenizer import encode_chat
+from helpers.lessons.capacity_planning_log import (
+    length_percentiles,
+    load_request_log,
+    log_prompts,
+    prefix_hit_rate_bound,
+)
+from helpers.text.tokenizer import encode_chat
 
 ROWS = [
     {"timestamp": "2025-03-03T09:00:00.100+08:00", "kind": "chat", "prompt_tokens": 1000, "output_tokens": 50,

@@ -32,8 +32,22 @@ def test_decode_is_memory_bound_and_prefill_compute_bound():
 
 
 def test_time_is_overhead_plus_max_of_compute_and_memory():
+    # A 512-token prefill chunk after 100 cached tokens and one decode token at context 700, priced by hand
+    # from the model's and the card's facts (default MFU 0.5, MBU 0.75, fp16).
     cost = step_time(L13, A100, [(512, 100), (1, 700)], overhead_s=0.003)
-    assert cost.time_s == pytest.approx(0.003 + max(cost.compute_s, cost.memory_s))
+    attn_flops_per_token_ctx = 2 * L13.num_layers * L13.num_attention_heads * (2 * L13.head_dim)
+    flops = 2 * L13.active_params * 513 + attn_flops_per_token_ctx * (512 * (100 + 512 / 2) + 1 * (700 + 0.5))
+    kv_bytes_per_token = 2 * L13.num_layers * L13.num_kv_heads * L13.head_dim * 2
+    memory = weights_bytes(L13, "fp16") + kv_bytes_per_token * (100 + 512 + 700 + 1)
+    compute_s = flops / (A100.fp16_flops_per_s * 0.5)
+    memory_s = memory / (A100.memory_bandwidth_bytes_per_s * 0.75)
+    assert compute_s > memory_s  # 513 new tokens: compute-bound on an A100
+    assert cost.time_s == pytest.approx(0.003 + compute_s, rel=1e-9)
+    assert cost.bound == "compute"
+    decode = step_time(L13, A100, [(1, 700)], overhead_s=0.003)
+    one_token_memory_s = ((weights_bytes(L13, "fp16") + kv_bytes_per_token * 701)
+                          / (A100.memory_bandwidth_bytes_per_s * 0.75))
+    assert decode.time_s == pytest.approx(0.003 + one_token_memory_s, rel=1e-9) and decode.bound == "memory"
     assert step_time(L13, A100, []).time_s == 0
 
 
@@ -95,7 +109,9 @@ def test_tensor_parallelism_adds_two_all_reduces_per_layer():
     tp4 = step_time(l70, "h200", decode, tensor_parallel_size=4, allreduce_latency_s=20e-6)
     latency_only = 2 * l70.num_layers * 20e-6
     assert latency_only < tp4.comm_s < 1.05 * latency_only  # 8 tokens of activations: latency-bound
-    assert tp4.time_s == pytest.approx(tp4.overhead_s + max(tp4.compute_s, tp4.memory_s) + tp4.comm_s)
+    one_gpu = step_time(l70, "h200", decode, allreduce_latency_s=20e-6)  # TP splits compute and memory by 4
+    assert tp4.time_s == pytest.approx(one_gpu.overhead_s + (one_gpu.time_s - one_gpu.overhead_s) / 4
+                                       + tp4.comm_s, rel=1e-9)
     prefill = step_time(l70, "h200", [(8192, 0)], tensor_parallel_size=4, allreduce_latency_s=0.0)
     ring = 2 * 3 / 4 * 8192 * l70.hidden_size * 2 / (900e9 / 2)  # 2(N-1)/N of the activations, one way
     assert prefill.comm_s == pytest.approx(2 * l70.num_layers * ring)

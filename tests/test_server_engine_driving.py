@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.engine import EngineConfig
 from helpers.server.launcher import start_mock_server
-from helpers.server.textgen import text_of_length
+from helpers.text.textgen import text_of_length
 
 MODEL = "llama-2-13b"
 

@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from helpers.engine import EngineConfig
+from helpers.server.errors import QUEUE_OVERFLOW_MESSAGE
 from helpers.server.launcher import start_mock_server
 
 KEY = "sk-test-secret"
@@ -167,6 +168,38 @@ def test_full_waiting_queue_answers_429_with_retry_after():
             assert int(refused.headers["Retry-After"]) >= 1
             with _client(srv.base_url) as client, pytest.raises(openai.RateLimitError):
                 client.chat.completions.create(model="llama-2-13b", messages=MESSAGES, max_tokens=2)
+
+
+def test_max_num_queued_reqs_answers_vllms_503_when_that_many_are_in_flight():
+    # vLLM 0.32.0 admission control: waiting + running + 1 > max_num_queued_reqs -> 503, vLLM's body
+    # (tests/vllm/test_facts.py checks the body against the installed vLLM)
+    config = EngineConfig(max_num_seqs=1, max_num_queued_reqs=2)
+    with start_mock_server(config, time_scale=1.0) as srv, httpx.Client() as http:
+        body = {"model": "llama-2-13b", "messages": MESSAGES, "max_tokens": 400, "stream": True,
+                "ignore_eos": True}
+        url = srv.base_url + "/chat/completions"
+        with http.stream("POST", url, json=body) as running, http.stream("POST", url, json=body) as waiting:
+            chunks = [running.iter_bytes(), waiting.iter_bytes()]  # keep them: a dropped iterator closes
+            next(chunks[0]), next(chunks[1])  # one running, one waiting: 2 in flight
+            refused = http.post(url, json=body)
+            assert refused.status_code == 503
+            assert refused.json() == {"error": {"message": QUEUE_OVERFLOW_MESSAGE,
+                                                "type": "Service Unavailable", "param": None, "code": 503}}
+            with _client(srv.base_url) as client, pytest.raises(openai.InternalServerError) as info:
+                client.chat.completions.create(model="llama-2-13b", messages=MESSAGES, max_tokens=2)
+            assert info.value.status_code == 503
+
+
+def test_max_num_queued_reqs_is_a_vllm_option_and_must_be_non_negative():
+    assert EngineConfig.from_dict({"max-num-queued-reqs": 8}).max_num_queued_reqs == 8
+    with pytest.raises(ValueError, match="max_num_queued_reqs"):
+        EngineConfig(max_num_queued_reqs=-1)
+
+
+def test_options_vllm_removed_are_refused_with_the_reason():
+    for key in ("swap_space", "max-num-partial-prefills", "disable_log_requests"):
+        with pytest.raises(ValueError, match="not an option of vLLM"):
+            EngineConfig.from_dict({key: 1})
 
 
 @pytest.mark.parametrize("stream", [False, True])

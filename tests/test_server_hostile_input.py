@@ -9,8 +9,7 @@ import httpx
 import openai
 import pytest
 
-from helpers.server import app as app_module
-from helpers.server import intake
+from helpers.server import app as app_module, intake
 from helpers.server.launcher import start_mock_server
 
 KEY = "sk-test-hostile"

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from helpers.server.launcher import start_mock_server
-from helpers.server.tokenizer import count_tokens, encode_chat
+from helpers.text.tokenizer import count_tokens, encode_chat
 
 MESSAGES = [{"role": "user", "content": "请解释 KV Cache 的作用"}]
 TIME_SCALE = 0.02

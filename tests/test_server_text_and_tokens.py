@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.server.textgen import generate_reply, is_chinese, text_of_length
-from helpers.server.tokenizer import count_tokens, encode, encode_chat, split_pieces
+from helpers.text.textgen import generate_reply, is_chinese, text_of_length
+from helpers.text.tokenizer import count_tokens, encode, encode_chat, split_pieces
 
 
 @pytest.mark.parametrize(

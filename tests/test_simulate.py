@@ -8,7 +8,7 @@ import pytest
 
 from helpers.engine import EngineConfig
 from helpers.engine.simulate import simulate, simulate_requests
-from helpers.metrics import summarize
+from helpers.engine.summary import summarize
 from helpers.models import load_model
 from helpers.roofline import decode_tokens_per_s_ceiling
 

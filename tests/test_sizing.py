@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.capacity import plan_capacity
-from helpers.sizing import gpu_options, kv_demand_tokens, size_deployment
+from helpers.kvcache.capacity import plan_capacity
+from helpers.lessons.capacity_planning import gpu_options, kv_demand_tokens, size_deployment
 
 
 def test_demand_of_identical_requests_is_exact() -> None:

@@ -23,7 +23,9 @@ from helpers import (
 )
 from helpers.client.backend import MOCK_CONFIG, MOCK_SERVED_MODELS
 from helpers.server.launcher import start_mock_server
-from helpers.server.tokenizer import count_tokens
+from helpers.text.tokenizer import count_tokens
+
+pytestmark = pytest.mark.shared_mock  # get_backend(): the session's mock
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from helpers.server.textgen import generate_reply, text_of_length
-from helpers.server.tokenizer import count_tokens, split_pieces
+from helpers.text.textgen import generate_reply, text_of_length
+from helpers.text.tokenizer import count_tokens, split_pieces
 
 
 @settings(max_examples=300, deadline=None)

@@ -89,3 +89,31 @@ def test_a_truncated_draft_agrees_with_a_target_whose_late_layers_only_refine(ta
         np.testing.assert_array_equal(spec.new_ids, quiet.generate(prompt, 40).new_ids)
         rates[scale] = spec.acceptance_rate
     assert rates[0.03] > 0.6 > rates[1.0]
+
+
+def test_alpha_estimate_recovers_leviathans_alpha_where_accepted_over_proposed_does_not():
+    # i.i.d. acceptance with α = 0.8 (Leviathan's model): rounds stop at the first rejection
+    from helpers.engine.speculative import expected_tokens_per_step
+    from helpers.toy.speculative import acceptance_by_position, alpha_estimate
+
+    rng = np.random.default_rng(0)
+    for k, true_tokens in ((2, 2.44), (4, 3.3616), (8, 4.3289)):
+        draws = rng.random((200_000, k)) < 0.8
+        accepted = np.where(draws.all(axis=1), k, np.argmin(draws, axis=1))
+        measured = 1 + accepted.mean()  # tokens per verify step
+        alpha, r = alpha_estimate(accepted, k), accepted.mean() / k
+        assert alpha == pytest.approx(0.8, abs=0.005)
+        assert expected_tokens_per_step(k, alpha) == pytest.approx(measured, rel=0.01)
+        assert measured == pytest.approx(true_tokens, rel=0.01)
+        assert measured == pytest.approx(1 + k * r)  # the exact identity with vLLM's rate
+        assert expected_tokens_per_step(k, r) < measured - 0.15  # the mix-up the course used to make
+        by_pos = acceptance_by_position(accepted, k)
+        assert by_pos == pytest.approx(0.8 ** np.arange(1, k + 1), abs=0.005)  # unconditional: α^i
+
+
+def test_alpha_estimate_edge_cases():
+    from helpers.toy.speculative import alpha_estimate
+
+    assert alpha_estimate(np.array([4, 4]), 4) == 1.0  # nothing rejected
+    assert alpha_estimate(np.array([0, 0]), 4) == 0.0
+    assert alpha_estimate(np.array([1, 3]), 4) == pytest.approx(4 / 6)

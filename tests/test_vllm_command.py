@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from helpers.engine import EngineConfig
-from helpers.vllm_command import serve_command, vllm_launch
+from helpers.lessons.config_ab_launch import serve_command, vllm_launch
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vllm"
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.capacity import plan_capacity
 from helpers.kvcache import kv_bytes_per_token, kv_cache_bytes
+from helpers.kvcache.capacity import plan_capacity
 from helpers.models import load_model
 from helpers.widgets.kv import capacity_panel, estimate_figure, kv_calculator
 
@@ -95,8 +95,8 @@ def test_capacity_panel_result_is_plan_capacity() -> None:
                                          max_model_len=4096, weight_dtype="int8")
     panel.set_values(model="llama-3-8b", gpu="a100-80gb", gpu_memory_utilization=0.9, max_model_len=8192,
                      weight_dtype="fp16", kv_dtype="fp8", tensor_parallel_size=2)
-    expected = plan_capacity("llama-3-8b", "a100-80gb", max_model_len=8192, kv_dtype="fp8",
-                             tensor_parallel_size=2)
+    expected = plan_capacity("llama-3-8b", "a100-80gb", gpu_memory_utilization=0.9, max_model_len=8192,
+                             kv_dtype="fp8", tensor_parallel_size=2)
     assert panel.result == expected and panel.result.kv_cache_tokens > 0
 
 

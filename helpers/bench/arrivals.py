@@ -3,7 +3,7 @@
 - Poisson with burstiness: ``helpers.bench.loadgen.arrival_times_s`` (gamma gaps of shape ``burstiness``,
   as vLLM's ``--burstiness``).
 - ``ramp_up_arrivals``: the rate climbs from ``start_rps`` to ``end_rps`` over the run, linearly or
-  exponentially by request index, as vLLM's ``--ramp-up-strategy`` (v0.19.0, ``vllm/benchmarks/serve.py``
+  exponentially by request index, as vLLM's ``--ramp-up-strategy`` (vLLM 0.32.0, ``vllm/benchmarks/serve.py``
   ``_get_current_request_rate``; each gap drawn at the current rate).
 - ``load_trace`` / ``trace_workload``: a replayed trace, JSON Lines of ``timestamp_s``, ``input_len``,
   ``output_len`` (``data/traces/``: a synthetic one and the script that makes it).

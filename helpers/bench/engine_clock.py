@@ -30,8 +30,8 @@ from helpers.bench.slo import SimWorkload
 from helpers.bench.sweep import DEFAULT_CONCURRENCIES, sweep_levels
 from helpers.engine.config import EngineConfig
 from helpers.engine.simulate import SimulationResult, simulate_requests
+from helpers.engine.summary import summarize
 from helpers.hardware import GPUSpec
-from helpers.metrics import summarize
 from helpers.models import ModelSpec, load_model
 
 

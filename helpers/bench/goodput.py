@@ -1,6 +1,6 @@
 """Goodput with vLLM's semantics (notebook 09 §"吞吐量 vs 有效吞吐量").
 
-``vllm bench serve --goodput ttft:MS tpot:MS e2el:MS`` (vLLM v0.19.0, ``vllm/benchmarks/serve.py``:
+``vllm bench serve --goodput ttft:MS tpot:MS e2el:MS`` (vLLM 0.32.0, ``vllm/benchmarks/serve.py``:
 ``parse_goodput``, ``check_goodput_args``, ``calculate_metrics``) counts a successful request as *good* when
 it meets every limit given (``value <= limit``, inclusive); a request with at most one output token has a
 TPOT of 0 for this test. ``request_goodput`` = good requests / benchmark duration, in the result JSON under

@@ -1,7 +1,7 @@
 """Prompt sets for load tests (notebook 06 §"压测用的提示词", notebook 08 §"按真实长度分布压测").
 
 - ``synthetic_prompts``: chat prompts of an exact ``prompt_tokens`` count under the mock's tokenizer
-  approximation (``helpers.server.tokenizer``), counted as the server counts a chat prompt, template included:
+  approximation (``helpers.text.tokenizer``), counted as the server counts a chat prompt, template included:
   against the mock ``usage.prompt_tokens == input_len``. A real model's tokenizer counts differently; the
   records keep the server's own ``usage`` either way.
 - ``shared_prefix_len``: a system message of that many tokens, identical in every prompt of the set (the
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.server.textgen import text_of_length
-from helpers.server.tokenizer import count_tokens, encode_chat
+from helpers.text.textgen import text_of_length
+from helpers.text.tokenizer import count_tokens, encode_chat
 
 _INPUT_KEYS = ("prompt_tokens", "input_len", "input_tokens")
 _OUTPUT_KEYS = ("output_tokens", "output_len", "completion_tokens")

@@ -2,7 +2,8 @@
 
 A ``RequestResult`` is one request, finished or failed (with the diagnosis kind and a masked message, never
 the API key). ``append_jsonl`` writes each one as soon as it finishes, so an interrupted run keeps what
-finished; ``load_jsonl`` reads them back. ``summarize_results`` is ``helpers.metrics.summarize`` (vLLM's keys
+finished; ``load_jsonl`` reads them back. ``summarize_results`` is ``helpers.engine.summary.summarize``
+(vLLM's keys
 and numpy's linear percentiles) plus a ``FewSamplesWarning`` when a percentile rests on too few samples.
 """
 
@@ -18,7 +19,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from helpers.metrics import DEFAULT_PERCENTILES, summarize
+from helpers.engine.summary import DEFAULT_PERCENTILES, summarize
 
 _THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput")
 
@@ -119,7 +120,7 @@ def summarize_results(
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> dict[str, Any]:
     """vLLM's summary (``completed``, ``failed``, throughputs, ``{mean,median,std,p90,p99}_{metric}_ms``) and
-    ``tokens_per_chunk`` (``helpers.metrics.summarize``)."""
+    ``tokens_per_chunk`` (``helpers.engine.summary.summarize``)."""
     if isinstance(records, pd.DataFrame):
         rows = records.to_dict("records")
     else:

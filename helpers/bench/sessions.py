@@ -41,7 +41,7 @@ from helpers.engine.config import EngineConfig
 from helpers.engine.simulate import SimulationResult
 from helpers.hardware import GPUSpec
 from helpers.models import ModelSpec
-from helpers.server.tokenizer import encode_chat
+from helpers.text.tokenizer import encode_chat
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,13 @@
 """SLO search: the highest load whose tail latencies meet given limits (notebook 09 §"SLO 搜索").
 
-As ``vllm bench sweep`` asks it (vLLM v0.19.0, ``vllm/benchmarks/sweep/``): the highest ``request_rate``
-(open loop) or, separately, ``max_concurrency`` (closed loop) at which p99 TTFT, TPOT and E2E latency are
-within an ``SLO``. Found by bracketing (doubling the load from ``start`` until a level fails) and then
+The question: the highest ``request_rate`` (open loop) or, separately, ``max_concurrency`` (closed loop)
+at which p99 TTFT, TPOT and E2E latency are within an ``SLO``. vLLM 0.32.0 does not answer it for you:
+``vllm bench sweep`` (``vllm/benchmarks/sweep/cli.py``, ``VLLM_SWEEP_SUBCOMMANDS``) runs parameter grids
+(``serve``), the Workload Explorer (``serve_workload``: a serial point at load 1, a batch point at the whole
+dataset, ``--workload-iters`` evenly spaced levels between, with no latency targets), start-up times and
+plots; the SLA search of earlier releases (``serve_sla``, ``--sla-params``) is gone. You read the knee off
+``plot_pareto``; this module finds it.
+Found by bracketing (doubling the load from ``start`` until a level fails) and then
 bisection between the last passing and the first failing level, to ``rel_tol`` (rates) or to one
 (concurrency). The search only needs a callable that runs one load level and returns a result with
 ``.summary`` (vLLM's keys) and ``.requests`` (one row per request): ``simulated_levels`` (the engine on the
@@ -17,8 +22,8 @@ Saturation stops the bracketing there instead of measuring a queue that never dr
 - closed loop: the queue cannot grow (C clients), so saturation is throughput that stops rising: doubling
   the concurrency gained less than ``plateau_gain``.
 
-A saturated level counts as failing. Departure from vLLM: its sweep runs a fixed list of levels (or
-``--sla-*`` iterations); this module bisects, to keep the number of runs small.
+A saturated level counts as failing. Departure from vLLM: its sweep runs a fixed list of levels and never
+judges them against targets; this module bisects against the SLO, to keep the number of runs small.
 """
 from __future__ import annotations
 
@@ -34,6 +39,10 @@ import pandas as pd
 from helpers.bench.goodput import with_goodput
 from helpers.bench.loadgen import arrival_times_s
 from helpers.bench.prompts import BenchPrompt
+
+# `vllm bench sweep`'s subcommands in vLLM 0.32.0 (SUBCOMMANDS, vllm/benchmarks/sweep/cli.py; checked by
+# tests/vllm/test_facts.py). No SLA search among them.
+VLLM_SWEEP_SUBCOMMANDS = ("serve", "serve_workload", "startup", "plot", "plot_pareto")
 
 Mode = Literal["request_rate", "max_concurrency"]
 SLO_METRICS = ("ttft", "tpot", "e2el")
@@ -215,7 +224,7 @@ class SimWorkload:
     @classmethod
     def from_prompts(cls, prompts: Sequence[BenchPrompt]) -> SimWorkload:
         """The harness's prompts as the mock encodes them (the replay of ``helpers.bench.engine_clock``)."""
-        from helpers.server.tokenizer import encode_chat
+        from helpers.text.tokenizer import encode_chat
 
         return cls(tuple(np.asarray(encode_chat(p.messages), np.int64) for p in prompts),
                    tuple(p.max_tokens for p in prompts))

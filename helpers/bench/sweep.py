@@ -92,7 +92,7 @@ def sweep_levels(concurrencies: Sequence[int], *, seed: int, num_prompts: int, i
                  output_len: int, shared_prefix_len: int = 0, dataset: str | Path | None = None,
                  warmup: int = 1) -> Iterator[tuple[int, int, list[BenchPrompt]]]:
     """(concurrency, level seed, prompts with the ``warmup`` ones first) per level of a sweep; the replay on
-    the engine's clock (``helpers.bench.replay``) uses the same levels."""
+    the engine's clock (``helpers.bench.engine_clock``) uses the same levels."""
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     for level, concurrency in enumerate(concurrencies):

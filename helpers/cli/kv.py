@@ -62,7 +62,7 @@ def _load(args: argparse.Namespace) -> ModelSpec:
 
 
 def _report(args: argparse.Namespace) -> dict[str, Any]:
-    from helpers.capacity import plan_capacity
+    from helpers.kvcache.capacity import plan_capacity
 
     model = _load(args)
     for name in ("batch", "seq_len", "max_model_len", "tensor_parallel_size"):

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from helpers.vllm_command import vllm_launch
+    from helpers.engine.engine import kv_cache_log_line
+    from helpers.lessons.config_ab_launch import vllm_launch
 
     try:
         launch = vllm_launch(args.config, args.gpu, host=args.host, port=args.port)
@@ -37,9 +38,8 @@ def run(args: argparse.Namespace) -> int:
     plan = launch.plan
     if plan.fits:
         print(
-            f"# on {plan.gpu.name}: GPU KV cache size: {plan.kv_cache_tokens:,} tokens; "
-            "maximum concurrency for "
-            f"{plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x"
+            f"# on {plan.gpu.name}: "
+            + kv_cache_log_line(plan.kv_cache_tokens, plan.max_model_len, plan.max_concurrency)
         )
     for warning in launch.warnings:
         print(f"WARNING: {warning}")

@@ -1,7 +1,7 @@
 """Connection settings, measuring clients, one measured request, and error diagnosis (notebooks 00, 04, 07).
 
 Submodules: ``settings`` (env / .env, masked key and URLs), ``urls`` (base-URL normalisation), ``proxies``,
-``factory`` (SDK clients for measuring), ``metrics`` + ``stream`` (``stream_once`` → ``RequestMetrics``;
+``factory`` (SDK clients for measuring), ``latency`` + ``stream`` (``stream_once`` → ``RequestMetrics``;
 ``sse`` reads the stream strictly and names what is wrong with it), ``naive`` (the articles' measurement for
 comparison), ``diagnose`` + ``advice`` (errors explained in Chinese), ``check`` (the settings checked before
 the first request), ``backend`` (mock or TaoToken: the only module that may start the mock).
@@ -13,7 +13,7 @@ from .backend import get_backend, list_served_models
 from .check import SettingsCheck, check_settings
 from .diagnose import diagnose, mask_secrets
 from .factory import make_async_client, make_client, measurement_timeout
-from .metrics import ChunkEvent, NoTokensError, RequestMetrics, metrics_from_trace
+from .latency import ChunkEvent, NoTokensError, RequestMetrics, metrics_from_trace
 from .naive import NaiveMetrics, naive_measure, naive_p99
 from .proxies import PROXY_VARS, bypass_proxy_for_loopback, proxy_variables
 from .settings import Settings, find_dotenv, load_settings, mask_secret, parse_dotenv, read_dotenv

@@ -8,6 +8,10 @@ Backend kinds, chosen by ``backend_kind(env)`` in this order:
   server
   (the learner's key in ``INFERENCE_LAB_MOCK_KEY``), or the one the test session starts for all notebooks.
   Everyone measures the same engine; the notebooks read its time scale from its ``/metrics``.
+* ``vllm-local``: ``INFERENCE_LAB_BACKEND=vllm`` (environment or ``.env``; after ``make vllm``) → real vLLM on
+  this machine serving the course's tiny model (``helpers.vllm_local``): one server per engine configuration,
+  the course's YAML adapted to the CPU, started on first use (30–90 s) and stopped with the kernel. A real
+  server: no engine clock, times in real seconds. This explicit choice wins over the others.
 * ``own-mock``: nothing set → a mock started in this process on first use (``get_backend``), or one per engine
   configuration a notebook asks for (``measuring_target``); they stop with the kernel. With
   ``INFERENCE_LAB_FORBID_INPROCESS_MOCK=1`` (the test session) ``get_backend`` refuses to start one.
@@ -37,12 +41,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .proxies import bypass_proxy_for_loopback
-from .settings import MOCK_API_KEY, Settings, load_settings, mask_secret
+from .settings import MOCK_API_KEY, Settings, dotenv_values, load_settings, mask_secret
 from .urls import is_loopback_host, normalize_base_url
 
 if TYPE_CHECKING:
     from helpers.server.launcher import MockServer
 
+BACKEND_ENV = "INFERENCE_LAB_BACKEND"  # "vllm": the local real vLLM (notebook 12, make vllm)
 MOCK_URL_ENV = "INFERENCE_LAB_MOCK_URL"
 MOCK_KEY_ENV = "INFERENCE_LAB_MOCK_KEY"  # a learner's key for a classroom server (helpers.server.classroom)
 FORBID_ENV = "INFERENCE_LAB_FORBID_INPROCESS_MOCK"
@@ -56,6 +61,7 @@ ROOM_SERVE_ARGS = ("--time-scale", f"{ROOM_TIME_SCALE:g}", "--served-model-name"
 
 _lock = threading.Lock()
 _mock: MockServer | None = None
+_vllm: dict[str, Any] = {}  # config file -> this kernel's real vLLM server for it
 
 
 def _inprocess_mock() -> MockServer:
@@ -78,9 +84,34 @@ def list_served_models(base_url: str, api_key: str = MOCK_API_KEY, timeout_s: fl
     return [model["id"] for model in response.json()["data"]]
 
 
+def wants_local_vllm(env: Mapping[str, str], dotenv_path: str | Path | None = None) -> bool:
+    """``INFERENCE_LAB_BACKEND=vllm`` in the environment or in ``.env``."""
+    value = env.get(BACKEND_ENV) or dotenv_values(env, dotenv_path)[0].get(BACKEND_ENV, "")
+    return value.strip().lower() == "vllm"
+
+
+def local_vllm(config: Any = ROOM_CONFIG) -> Any:
+    """This kernel's real vLLM for a course YAML (started on first use, reused after; ``make vllm`` first)."""
+    from helpers.vllm_local import VllmStartError, start_vllm, tiny_options, vllm_status  # noqa: PLC0415
+
+    key = str(config)
+    with _lock:
+        server = _vllm.get(key)
+        if server is None or server.process.poll() is not None:
+            status = vllm_status()
+            if not status.installed:
+                raise VllmStartError(status.message)
+            # the tiny model's full context: notebook 04 sends prompts of up to 2048 tokens plus a reply
+            server = start_vllm(tiny_options(config, max_model_len=4096), name=f"kernel-{Path(key).stem}")
+            _vllm[key] = server
+        return server
+
+
 def backend_kind(env: Mapping[str, str] | None = None, dotenv_path: str | Path | None = None) -> str:
-    """``taotoken``, ``room`` or ``own-mock``: which backend the notebooks measure (see the module doc)."""
+    """``vllm-local``, ``taotoken``, ``room`` or ``own-mock``: which backend the notebooks measure."""
     env = os.environ if env is None else env
+    if wants_local_vllm(env, dotenv_path):
+        return "vllm-local"
     if load_settings(env, dotenv_path).backend == "taotoken":
         return "taotoken"
     if env.get(MOCK_URL_ENV, "").strip():
@@ -98,6 +129,10 @@ def get_backend(env: Mapping[str, str] | None = None, dotenv_path: str | Path | 
     explains what went wrong (``first_request``) and can simply be run again when the server is back."""
     env = os.environ if env is None else env
     settings = load_settings(env, dotenv_path)
+    if not mock and wants_local_vllm(env, dotenv_path):
+        server = local_vllm()
+        return Settings(backend="vllm", base_url=server.base_url, model=server.model,
+                        source=f"{BACKEND_ENV}=vllm（本机的真实 vLLM，内核退出时随之停止）")
     if settings.backend == "taotoken":
         if not mock:
             return settings
@@ -159,7 +194,7 @@ class Target:
     def describe(self) -> str:
         """One line for the top of a notebook: what it measures."""
         what = {"own-mock": "本内核里的 mock", "room": "教室服务器（大家共用的 mock）",
-                "taotoken": "TaoToken"}
+                "taotoken": "TaoToken", "vllm-local": "本机的真实 vLLM（课程的小模型，CPU）"}
         scale = f"，time_scale {self.time_scale:g}" if self.engine_clock else ""
         key = f"，Key {mask_secret(self.api_key)}" if self.api_key != MOCK_API_KEY else ""
         return f"测量对象：{what.get(self.kind, self.kind)} {self.base_url}，模型 {self.model}{scale}{key}"
@@ -196,6 +231,16 @@ def room_time_scale(base_url: str, timeout_s: float = 5.0) -> float:
 def _connect_taotoken(request: _Request) -> Target:
     settings = request.settings
     return Target("taotoken", settings.base_url or "", settings.model or "", 1.0, settings.client_api_key)
+
+
+def _connect_vllm_local(request: _Request) -> Target:
+    config = request.config if isinstance(request.config, (str, Path)) else ROOM_CONFIG
+    try:
+        server = local_vllm(config)
+    except Exception as error:  # noqa: BLE001 - explained once, here; later cells print one line
+        print(f"本机的真实 vLLM 没有启动：{error}")
+        return Target("vllm-local", "", "", problem="本机的 vLLM 没有启动，见本 notebook 开头的说明")
+    return Target("vllm-local", server.base_url, server.model, 1.0, server.api_key, private=True)
 
 
 def _connect_room(request: _Request) -> Target:
@@ -244,6 +289,7 @@ class _Request:
 
 _CONNECT: dict[str, Callable[[_Request], Target]] = {
     "taotoken": _connect_taotoken, "room": _connect_room, "own-mock": _connect_own_mock,
+    "vllm-local": _connect_vllm_local,
 }
 
 

@@ -83,8 +83,9 @@ def check_settings(settings: Settings | None = None, *, timeout_s: float = 3.0) 
 
 
 def _check_key(settings: Settings, base_url: str | None) -> Check:
-    if settings.backend == "mock":
-        return Check("API Key", "ok", "mock 不需要 Key。")
+    if settings.backend in ("mock", "vllm"):
+        who = "mock" if settings.backend == "mock" else "本机的 vLLM"
+        return Check("API Key", "ok", f"{who} 不需要 Key。")
     key = settings.api_key
     fix = (f"在 TaoToken 控制台的 API Keys 页面重新复制 Key，写进 .env：{ENV_KEY}=sk-..."
            "（不加引号、空格和 Bearer）。" + _RESTART)

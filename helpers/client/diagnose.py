@@ -20,7 +20,7 @@ import openai
 
 from . import advice
 from .advice import Diagnosis
-from .metrics import NoTokensError, RequestMetrics
+from .latency import NoTokensError, RequestMetrics
 from .proxies import proxy_variables
 from .settings import ENV_KEY, Settings, mask_secret, redact_url
 from .sse import DeadlineExceededError, StreamCutError, StreamError

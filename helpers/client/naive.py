@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .metrics import RequestMetrics
+from .latency import RequestMetrics
 
 
 @dataclass(frozen=True, slots=True)

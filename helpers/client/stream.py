@@ -35,7 +35,7 @@ import anyio
 import openai
 
 from .factory import httpx
-from .metrics import ChunkEvent, RequestMetrics, metrics_from_trace
+from .latency import ChunkEvent, RequestMetrics, metrics_from_trace
 from .sendclock import expect_send
 from .sse import DeadlineExceededError, LineReader, StreamCutError, parse_chunks
 

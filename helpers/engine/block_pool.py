@@ -5,9 +5,11 @@ cached under a hash of its tokens chained to everything before it, so equal pref
 (vLLM: ``hash(parent_hash, block_tokens)``). Cached blocks carry reference counts; when the last user
 frees one it keeps its hash and waits in an LRU list, reusable by a later prompt until it is evicted.
 
-Allocation takes never-cached free blocks first and evicts the least recently freed cached block only
-when those run out (vLLM keeps one free queue in LRU order, so it may evict a cached block while
-uncached ones are free; the difference only shows when the pool is nearly full).
+Allocation takes uncached free blocks first and evicts the least recently freed cached block only when
+those run out, as vLLM 0.32.0 does with its one free queue (``BlockPool.free_blocks`` in
+``vllm/v1/core/block_pool.py`` puts freed uncached blocks at its front, cached ones at its back). A block
+computed twice at once (the same prefix in two requests) is cached under its hash twice, the first one
+serving hits, as vLLM's ``BlockHashToBlockMap`` does.
 """
 from __future__ import annotations
 
@@ -69,12 +71,10 @@ class BlockPool:
     Plain Python lists and dicts, updated a whole block table at a time through C-level ``update``
     calls: a request's tens of blocks cost a few dict operations each, not a Python loop. The LRU list of
     free cached blocks is an insertion-ordered dict block -> hash (least recently freed first; a hit that
-    revives a block deletes its entry); an evicted block's hash leaves the hash map at once (while a block
-    is cached no other block can take its hash, so the entry is its own). The owner of a block table
-    knows its blocks' hashes (a hit block's hash is the owner's own prefix hash), so the pool keeps no
-    block -> hash map, only the few in-use blocks whose hash another block already held. ``_extra``
-    counts the users of an in-use cached block beyond its first, so freeing an unshared table (the usual
-    case) needs no count.
+    revives a block deletes its entry); an evicted block's hash leaves the hash map at once, or passes to
+    its next copy (``_copies``: further blocks cached under a hash, oldest first). The owner of a block
+    table knows its blocks' hashes, so the pool keeps no block -> hash map. ``_extra`` counts the users of
+    an in-use cached block beyond its first, so freeing an unshared table (the usual case) needs no count.
     """
 
     def __init__(self, num_blocks: int) -> None:
@@ -83,7 +83,7 @@ class BlockPool:
         self.num_blocks = num_blocks
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))  # uncached free blocks, a stack
         self._cached: dict[int, int] = {}                  # hash -> block, cached blocks only
-        self._duplicates: set[int] = set()                  # in-use blocks left uncached (hash taken)
+        self._copies: dict[int, list[int]] = {}             # hash -> further blocks cached under it
         self._extra = [0] * num_blocks                      # users of an in-use cached block beyond one
         self._num_shared = 0                                # blocks with _extra > 0
         self._lru: dict[int, int] = {}                      # free cached block -> hash, oldest first
@@ -145,22 +145,35 @@ class BlockPool:
         return blocks
 
     def _evict(self, n: int) -> list[int]:
-        """Take the ``n`` least recently freed cached blocks off the LRU list and forget their hashes."""
-        lru = self._lru
-        cached = self._cached
+        """Take the ``n`` least recently freed cached blocks off the LRU list and forget their hashes (a
+        hash with another copy cached keeps it: the oldest copy serves hits from now on)."""
+        lru, cached, copies = self._lru, self._cached, self._copies
         out = list(islice(lru, n))
         for b in out:
-            del cached[lru.pop(b)]
+            h = lru.pop(b)
+            if h in copies:
+                others = copies[h]
+                if cached[h] == b:
+                    cached[h] = others.pop(0)
+                else:
+                    others.remove(b)
+                if not others:
+                    del copies[h]
+            else:
+                del cached[h]
         return out
 
     def cache(self, blocks: list[int], hashes: list[int]) -> None:
         """Register freshly filled blocks under their hashes; a hash already cached (the same prefix
-        computed twice at once) leaves the duplicate block uncached, as vLLM does."""
+        computed twice at once) gets this block as a further copy, as in vLLM 0.32.0."""
         cached = self._cached
         if not cached.keys().isdisjoint(hashes):
-            keep = [i for i, h in enumerate(hashes) if h not in cached]
-            self._duplicates.update(blocks[i] for i in set(range(len(blocks))).difference(keep))
-            blocks, hashes = [blocks[i] for i in keep], [hashes[i] for i in keep]
+            for b, h in zip(blocks, hashes):
+                if h in cached:
+                    self._copies.setdefault(h, []).append(b)
+                else:
+                    cached[h] = b
+            return
         cached.update(zip(hashes, blocks))
 
     def free(self, blocks: list[int], hashes: list[int]) -> None:
@@ -173,16 +186,11 @@ class BlockPool:
         if not num_hashed:
             return
         hashed = blocks[num_hashed - 1::-1]
-        duplicates = self._duplicates
-        if not (duplicates and not duplicates.isdisjoint(hashed)) and not (
-                self._num_shared and any(map(extra.__getitem__, hashed))):
+        if not (self._num_shared and any(map(extra.__getitem__, hashed))):
             lru.update(zip(hashed, reversed(hashes)))  # the usual case: their only owner leaves
             return
         for b, h in zip(hashed, reversed(hashes)):
-            if b in duplicates:
-                duplicates.remove(b)
-                free.append(b)
-            elif extra[b]:
+            if extra[b]:
                 extra[b] -= 1
                 self._num_shared -= not extra[b]
             else:

@@ -2,12 +2,15 @@
 
 ``EngineConfig.from_yaml`` reads the file a real ``vllm serve --config file.yaml`` reads: keys with dashes
 or underscores, the ``model`` key as a preset name or Hugging Face id. vLLM options the simulator does not
-model (``swap_space``, ``host``, ``port``, ...) are accepted and listed in ``not_simulated``; a key that is
-not a vLLM option at all is an error with a did-you-mean, because a typo in a real launch silently
-changes nothing. A boolean is switched off as vLLM's command line does it, ``no-<option>: true``: vLLM
-v0.19.0 turns a config file's ``true`` into ``--<option>`` and silently drops ``false``
-(``FlexibleArgumentParser.load_config_file``, ``vllm/utils/argparse_utils.py``; data/vllm/FACTS.md §9), so a
-file that writes ``false`` is refused with that fix.
+model (``host``, ``port``, ``disable_log_stats``, ...) are accepted and listed in ``not_simulated``; an option
+vLLM 0.32.0 no longer has (``swap_space``, the partial-prefill options, ``disable_log_requests``, ...:
+``REMOVED_KEYS``) is refused, because the real launch stops on it; a key that is not a vLLM option at all is
+an error with a did-you-mean, because a typo in a real launch silently changes nothing. A boolean is
+switched off as vLLM's command line does it, ``no-<option>: true``: vLLM 0.32.0's ``vllm serve --config``
+turns a config file's ``true`` into ``--<option>`` and drops ``false`` (``FlexibleArgumentParser.
+load_config_file``, ``vllm/utils/argparse_utils.py``, looks for ``--no-<key>`` among the options of the top
+parser, which has none of ``serve``'s; data/vllm/FACTS.md §9), so a file that writes ``false`` is refused
+with that fix. ``tests/vllm/test_facts.py`` checks all three lists against the installed vLLM's parser.
 """
 from __future__ import annotations
 
@@ -18,9 +21,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from helpers.batch_defaults import vllm_batch_defaults
 from helpers.engine.speculative import SpeculativeConfig
 from helpers.hardware import GPUSpec
+from helpers.kvcache.batch_defaults import vllm_batch_defaults
+from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
+from helpers.vllm_version import VLLM_VERSION
 
 logger = logging.getLogger("helpers.engine")
 
@@ -34,22 +39,30 @@ _KV_DTYPES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp
 _QUANTIZATION = {"awq": "awq-int4", "awq_marlin": "awq-int4", "gptq": "gptq-int4", "gptq_marlin": "gptq-int4",
                  "marlin": "int4", "bitsandbytes": "int4", "fp8": "fp8", "compressed-tensors": "int8",
                  "experts_int8": "int8"}
-# Real `vllm serve` options accepted in a config file but not modelled by the simulator.
+# Real `vllm serve` options (vLLM 0.32.0) accepted in a config file but not modelled by the simulator.
 NOT_SIMULATED_KEYS = frozenset("""
 host port uvicorn_log_level api_key allowed_origins allowed_methods allowed_headers ssl_keyfile ssl_certfile
 root_path middleware response_role chat_template chat_template_content_format enable_auto_tool_choice
-tool_call_parser reasoning_parser lora_modules prompt_adapters return_tokens_as_token_ids
-disable_frontend_multiprocessing
+tool_call_parser reasoning_parser lora_modules return_tokens_as_token_ids
 tokenizer tokenizer_mode revision code_revision tokenizer_revision trust_remote_code download_dir load_format
-config_format seed swap_space cpu_offload_gb pipeline_parallel_size data_parallel_size
-distributed_executor_backend
-enforce_eager max_seq_len_to_capture disable_custom_all_reduce disable_log_stats disable_log_requests
-enable_log_requests max_logprobs generation_config override_generation_config guided_decoding_backend
-enable_lora max_loras max_lora_rank max_cpu_loras rope_scaling rope_theta hf_overrides compilation_config
-kv_transfer_config preemption_mode scheduler_delay_factor num_scheduler_steps
-max_num_partial_prefills max_long_partial_prefills long_prefill_token_threshold limit_mm_per_prompt
-enable_expert_parallel calculate_kv_scales disable_sliding_window use_v2_block_manager num_lookahead_slots
-max_parallel_loading_workers block_allocator enable_prompt_tokens_details enable_server_load_tracking
+config_format seed cpu_offload_gb pipeline_parallel_size data_parallel_size distributed_executor_backend
+enforce_eager disable_custom_all_reduce disable_log_stats
+enable_log_requests max_logprobs generation_config override_generation_config
+enable_lora max_loras max_lora_rank max_cpu_loras hf_overrides compilation_config
+kv_transfer_config long_prefill_token_threshold limit_mm_per_prompt
+enable_expert_parallel disable_sliding_window max_num_queued_tokens
+max_parallel_loading_workers enable_prompt_tokens_details enable_per_request_metrics
+enable_server_load_tracking
+performance_mode api_server_count
+""".split())
+# Options older vLLM releases had and vLLM 0.32.0's `vllm serve` refuses ("unrecognized arguments"): a config
+# file with one of them does not start (swap_space: removed by vLLM PR #36216; the partial-prefill options and
+# disable_log_requests: gone by 0.32.0, FACTS.md §4).
+REMOVED_KEYS = frozenset("""
+swap_space max_num_partial_prefills max_long_partial_prefills disable_log_requests calculate_kv_scales
+block_allocator disable_frontend_multiprocessing guided_decoding_backend max_seq_len_to_capture
+num_lookahead_slots num_scheduler_steps preemption_mode prompt_adapters rope_scaling rope_theta
+scheduler_delay_factor use_v2_block_manager
 """.split())
 
 
@@ -59,9 +72,12 @@ class EngineConfig:
 
     ``scheduling_policy`` "continuous" is vLLM's FCFS iteration-level scheduler ("fcfs" is accepted as
     an alias); "static" is the traditional static-batching baseline vLLM does not have.
-    ``max_num_seqs`` / ``max_num_batched_tokens`` left as None take vLLM v0.19.0's defaults for the GPU
-    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/batch_defaults.py): 2048
-    tokens and 256 sequences on an A100 or any GPU under 70 GiB, 8192 and 1024 on larger ones.
+    ``max_num_seqs`` / ``max_num_batched_tokens`` left as None take vLLM 0.32.0's defaults for the GPU
+    the engine runs on, as ``vllm serve`` picks them (``for_gpu``; helpers/kvcache/batch_defaults.py): 2048
+    tokens and 256 sequences on an A100 or any GPU under 70 GiB, 8192 and 1024 on larger ones, 16384 and
+    1024 from 160 GiB. ``max_num_queued_reqs`` is vLLM's admission control (``SchedulerConfig``,
+    vllm/config/scheduler.py): at most that many requests in flight (waiting + running); the mock answers
+    the next one HTTP 503 with vLLM's error body (``helpers.server.errors.queue_overflow``). None: no cap.
     ``tensor_parallel_size`` is simulated as ``plan_capacity`` splits memory and ``helpers.roofline`` prices
     it: N× FLOPs and bandwidth plus two all-reduces per layer. ``speculative_config`` takes vLLM's dict (or
     its JSON) with the simulator-only keys ``acceptance_rate`` (required), ``draft_cost_ratio``,
@@ -74,7 +90,7 @@ class EngineConfig:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     block_size: int = 16
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # 0.92, vLLM 0.32.0
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
@@ -84,6 +100,7 @@ class EngineConfig:
     scheduling_policy: str = "continuous"
     tensor_parallel_size: int = 1
     num_gpu_blocks_override: int | None = None
+    max_num_queued_reqs: int | None = None
     speculative_config: SpeculativeConfig | None = None
     not_simulated: tuple[tuple[str, Any], ...] = ()
 
@@ -99,6 +116,9 @@ class EngineConfig:
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization is a fraction in (0, 1], "
                              f"got {self.gpu_memory_utilization}")
+        if self.max_num_queued_reqs is not None and int(self.max_num_queued_reqs) < 0:
+            raise ValueError(f"max_num_queued_reqs must be >= 0 (vLLM: Field(ge=0)), "
+                             f"got {self.max_num_queued_reqs}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
         if self.speculative_config is not None and not isinstance(self.speculative_config, SpeculativeConfig):
@@ -149,6 +169,10 @@ class EngineConfig:
                 key, value = key[3:], False
             if key in known:
                 values[key] = value
+            elif key in REMOVED_KEYS:
+                raise ValueError(f"{source}: {raw_key!r} is not an option of vLLM {VLLM_VERSION} (removed "
+                                 "from `vllm serve`; a real launch stops with 'unrecognized arguments'): "
+                                 "delete it")
             elif key in NOT_SIMULATED_KEYS:
                 ignored.append((key, value))
             else:
@@ -187,14 +211,15 @@ class EngineConfig:
         if dropped:
             fixes = ", ".join(f"`no-{k.strip().lstrip('-').replace('_', '-')}: true`" for k in dropped)
             raise ValueError(f"{path.name}: `{dropped[0]}: false` would be ignored by `vllm serve --config` "
-                             "(vLLM v0.19.0 passes only true booleans on, vllm/utils/argparse_utils.py), "
+                             f"(vLLM {VLLM_VERSION} passes only true booleans on, "
+                             "vllm/utils/argparse_utils.py), "
                              f"leaving the default on; write {fixes} instead, or leave a default alone")
         return cls.from_dict(options, source=path.name)
 
     def for_gpu(self, gpu: GPUSpec | str, max_model_len: int | None = None, *,
                 usage_context: str = "openai") -> EngineConfig:
         """This config with ``max_num_seqs`` / ``max_num_batched_tokens`` filled in where None, as vLLM
-        v0.19.0 defaults them on ``gpu`` (``vllm_batch_defaults``; ``usage_context`` "openai" is
+        0.32.0 defaults them on ``gpu`` (``vllm_batch_defaults``; ``usage_context`` "openai" is
         ``vllm serve``, "llm" the offline ``LLM`` class), for a context of ``max_model_len`` (default:
         this config's, else the model's)."""
         if self.max_num_seqs is not None and self.max_num_batched_tokens is not None:

@@ -3,8 +3,8 @@
 The engine is pure and clock-agnostic: ``now_s`` is virtual and moves only in ``step()`` (by the step's
 roofline time: with ``speculative_config``, the draft passes plus one verify pass, notebook 10 §7) or
 ``advance_to()``. The mock server drives it in real time; ``simulate()`` drives it on a
-virtual clock. At start it logs vLLM's two capacity lines (``GPU KV cache size: N tokens``, ``Maximum
-concurrency for M tokens per request: X``) through the ``helpers.engine`` logger.
+virtual clock. At start it logs vLLM's capacity line (``kv_cache_log_line``) through the ``helpers.engine``
+logger.
 """
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.engine.bulk_decode import PREEMPT
 from helpers.engine.config import EngineConfig
+from helpers.engine.fast_path import PREEMPT
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Request, RequestRecord, Sequence, Status
 from helpers.engine.scheduler import Scheduler, SchedulerOutput
 from helpers.engine.speculative import speculative_step_cost
 from helpers.engine.static_batching import StaticScheduler
 from helpers.hardware import GPUSpec, load_gpu
-from helpers.kvcache import plan_capacity
+from helpers.kvcache.capacity import plan_capacity
 from helpers.models import ModelSpec, load_model
 from helpers.roofline import (
     DEFAULT_ALLREDUCE_LATENCY_S,
@@ -32,6 +32,16 @@ from helpers.roofline import (
 )
 
 logger = logging.getLogger("helpers.engine")
+
+
+def kv_cache_log_line(kv_cache_tokens: int, max_model_len: int, max_concurrency: float,
+                      device: str = "GPU") -> str:
+    """The capacity line vLLM 0.32.0 logs at start-up, in its format (``update_kv_cache_capacity``,
+    vllm/v1/core/kv_cache_utils.py: one line; v0.19.0 printed it as two), e.g. "GPU KV cache size:
+    1,048,576 tokens, Maximum concurrency for 2,048 tokens per request: 512.00x" ("CPU" on the CPU build).
+    ``tests/vllm/test_facts.py`` compares it with the line the installed vLLM prints."""
+    return (f"{device} KV cache size: {kv_cache_tokens:,} tokens, "
+            f"Maximum concurrency for {max_model_len:,} tokens per request: {max_concurrency:.2f}x")
 
 
 @dataclass(frozen=True)
@@ -112,9 +122,8 @@ class LLMEngine:
         # the longest prompt + max_tokens a request may have: max_model_len, or the whole KV pool if that is
         # smaller (only with num_gpu_blocks_override; vLLM refuses such a pool at startup)
         self.max_request_len = min(self.max_model_len, kv_tokens)
-        logger.info("GPU KV cache size: %s tokens", f"{kv_tokens:,}")
-        logger.info("Maximum concurrency for %s tokens per request: %.2fx", f"{self.max_model_len:,}",
-                    kv_tokens / self.capacity.tokens_per_request)
+        logger.info("%s", kv_cache_log_line(kv_tokens, self.max_model_len,
+                                            kv_tokens / self.capacity.tokens_per_request))
 
     # -- requests ---------------------------------------------------------------------------------------
     def add_request(self, request: Request, *, block_hashes: list[int] | None = None) -> None:
@@ -199,13 +208,15 @@ class LLMEngine:
     def step(self) -> StepOutput:
         """Schedule and run one step starting at ``now_s``; ``now_s`` moves to its end."""
         start = self.now_s
-        out, produced, finished = self._run_step()
+        out, produced, finished = self.run_step()
         new_tokens = {seq.request_id: int(p) for seq, p in zip(out.seqs, produced.tolist())}
         return StepOutput(start, self.now_s, new_tokens, [s.request_id for s in finished],
                           out.num_scheduled_tokens, len(self.scheduler.running), len(self.scheduler.waiting),
                           len(out.preempted), out.num_padding_tokens)
 
-    def _run_step(self) -> tuple[SchedulerOutput, np.ndarray, list[Sequence]]:
+    def run_step(self) -> tuple[SchedulerOutput, np.ndarray, list[Sequence]]:
+        """``step()`` with the scheduler's own plan: (its ``SchedulerOutput``, tokens each of its ``seqs``
+        produced, the finished sequences). helpers/engine/scenario.py records schedules with it."""
         start = self.now_s
         out = self.scheduler.schedule()
         if not out.seqs:

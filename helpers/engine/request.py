@@ -25,6 +25,8 @@ class Request:
 
 
 class Status(enum.Enum):
+    """Where a request is: waiting (queued or preempted), running, finished, aborted."""
+
     WAITING = "waiting"
     RUNNING = "running"
     FINISHED = "finished"
@@ -61,8 +63,10 @@ class RequestRecord:
 
 @dataclass(eq=False)
 class Sequence:
-    """The engine's state for one request. While running, the token counters live in the scheduler's
-    slot arrays (``slot`` >= 0); otherwise in ``num_computed_tokens`` / ``num_output_tokens``."""
+    """The engine's state for one request. While it runs (``slot`` >= 0) its token counters live in the
+    scheduler's slot arrays (``Scheduler.num_computed_tokens(seq)`` reads them); ``num_output_tokens`` holds
+    its output count while it is not running. A waiting request has no tokens computed: a preempted one
+    recomputes (helpers/engine/reference.py keeps ``num_computed_tokens`` on the request itself)."""
 
     request_id: str
     prompt: np.ndarray               # (prompt_len,) token ids
@@ -70,7 +74,6 @@ class Sequence:
     arrival_s: float
     status: Status = Status.WAITING
     slot: int = -1
-    num_computed_tokens: int = 0
     num_output_tokens: int = 0
     block_table: list[int] = field(default_factory=list)
     num_hashed_blocks: int = 0       # leading blocks of block_table registered in the prefix cache

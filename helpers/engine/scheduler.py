@@ -1,16 +1,20 @@
 """vLLM v1 scheduling: continuous batching (notebook 05 §2 "连续批处理", §4 "抢占").
 
-Continuous (vLLM's FCFS scheduler), every step:
+The rules of vLLM 0.32.0's ``Scheduler.schedule`` (``vllm/v1/core/sched/scheduler.py``), as
+``helpers.engine.reference`` spells them out in plain objects (tested equal step for step, and both against
+vLLM's own scheduler in tests/vllm/test_scheduler_parity.py). Every step:
 1. Running requests first, in admission order: each gets min(tokens it still needs, budget left) out of
    ``max_num_batched_tokens`` (a decode needs 1; a chunked prefill needs the rest of its prompt).
 2. If a running request's new tokens do not fit in the free KV blocks, preempt the most recently admitted
    running request (recompute: free its blocks, back to the FRONT of the waiting queue) until they fit.
 3. Only if nobody was preempted: admit waiting requests in order while running < ``max_num_seqs``, starting
-   after their cached prefix; with chunked prefill off a prompt larger than the budget left blocks the queue.
-With ``speculative_config`` (notebook 10 §7) a decoding request is scheduled 1 + k tokens (its token and k
-drafts), a running request's blocks also hold ``num_lookahead_tokens`` slots, and after the step the
-accepted drafts are drawn and the rejected slots given back (``helpers.engine.speculative`` says how
-vLLM v0.19.0 does each). The static-batching baseline is ``StaticScheduler`` (static_batching.py).
+   after their cached prefix, and only if the whole sequence so far fits in the free blocks
+   (``scheduler_reserve_full_isl``, default True); with chunked prefill off a prompt larger than the budget
+   left blocks the queue.
+With ``speculative_config`` (notebook 10 §7) a request that sampled a token in its last step is scheduled
+1 + k tokens (its token and k drafts), blocks also hold ``num_lookahead_tokens`` slots, and after the step the
+accepted drafts are drawn and the rejected slots given back (``helpers.engine.speculative``); a resumed
+request with one token left is padded to 1 + k. The static-batching baseline is ``StaticScheduler``.
 
 Token counters of running requests live in slot arrays so that a step is a few vector operations.
 """
@@ -21,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.engine.bulk_decode import BulkDecodeMixin
 from helpers.engine.config import EngineConfig
+from helpers.engine.fast_path import BulkDecodeFastPath
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Sequence, Status
 from helpers.engine.speculative import draw_accepted
@@ -44,13 +48,17 @@ class SchedulerOutput:
     num_padding_tokens: int = 0
     decoding: np.ndarray | None = None    # speculation: which of seqs decode (and so verify drafts)
     num_drafts: np.ndarray | None = None  # speculation: draft tokens scheduled per seq (0 if not decoding)
+    padded: np.ndarray | None = None      # speculation: a resume padded to 1 + k (its drafts placeholders)
 
     @property
     def num_scheduled_tokens(self) -> int:
         return int(np.add.reduce(self.num_new))
 
 
-class Scheduler(BulkDecodeMixin):
+class Scheduler(BulkDecodeFastPath):
+    """vLLM's v1 continuous batching on slot arrays (the module docstring says the rules; the same as
+    ``helpers.engine.reference.Scheduler``, which keeps them in plain objects, tested equal step for step)."""
+
     def __init__(self, config: EngineConfig, kv: KVCacheManager, max_model_len: int | None = None) -> None:
         self.config = config
         self.kv = kv
@@ -64,6 +72,7 @@ class Scheduler(BulkDecodeMixin):
         self.spec_num_drafts = 0          # vLLM's spec_decode counters: verify events,
         self.spec_num_draft_tokens = 0    # draft tokens verified,
         self.spec_num_accepted_tokens = 0  # of which accepted
+        self.last_accepted: list[tuple[Sequence, int]] = []  # speculating: (seq, accepted drafts) last step
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
@@ -78,11 +87,17 @@ class Scheduler(BulkDecodeMixin):
         self.seg_next = np.full(size, -1, np.int64)  # step index the open run continues at (-1: none)
         self._free_slots = list(range(size - 1, -1, -1))
         self.nblocks = np.zeros(size, np.int64)     # length of the block table
+        self.sampled = np.zeros(size, bool)          # speculating: sampled a token in its last scheduled step
+        self.accepted_last = np.zeros(size, np.int64)  # speculating: drafts accepted in that step
         self._by_slot: list[Sequence | None] = [None] * size
         self._slot_list: list[int] = []                # slots of self.running, in order
         self._running_slots: np.ndarray | None = None  # the same as an array (cached)
 
     # -- bookkeeping ------------------------------------------------------------------------------------
+    def num_computed_tokens(self, seq: Sequence) -> int:
+        """``seq``'s tokens with computed KV (vLLM's ``Request.num_computed_tokens``); 0 unless running."""
+        return int(self.computed[seq.slot]) if seq.slot >= 0 else 0
+
     def _slots(self, seqs: list[Sequence]) -> np.ndarray:
         return np.fromiter((s.slot for s in seqs), np.int64, len(seqs))
 
@@ -137,6 +152,8 @@ class Scheduler(BulkDecodeMixin):
         self.limit[slot] = seq.prompt_len + seq.max_tokens
         self.seg_next[slot] = -1
         self.nblocks[slot] = len(seq.block_table)
+        self.sampled[slot] = False
+        self.accepted_last[slot] = 0
         self.running.append(seq)
         self._slot_list.append(slot)
         self._running_slots = None
@@ -150,13 +167,15 @@ class Scheduler(BulkDecodeMixin):
     def release(self, seq: Sequence, status: Status, free_blocks: bool = True) -> None:
         """Take ``seq`` out of its slot (finished, aborted or preempted); optionally free its blocks."""
         self.close_segment(seq)
-        seq.num_output_tokens = int(self.num_tokens[seq.slot]) - seq.prompt_len
-        seq.num_computed_tokens = 0
-        self._free_slots.append(seq.slot)
-        self._by_slot[seq.slot] = None
+        slot = seq.slot
+        seq.num_output_tokens = int(self.num_tokens[slot]) - seq.prompt_len
+        # the tokens vLLM has cached: those of its last step, drafts accepted in it not yet
+        num_cached = int(self.computed[slot] - self.accepted_last[slot])
+        self._free_slots.append(slot)
+        self._by_slot[slot] = None
         seq.slot, seq.status = -1, status
         if free_blocks:
-            self.kv.free(seq)
+            self.kv.free(seq, num_cached)
 
     def abort(self, seq: Sequence) -> None:
         """Drop a waiting or running request and free its blocks."""
@@ -186,8 +205,8 @@ class Scheduler(BulkDecodeMixin):
             slots = self.running_slots()
             computed = self.computed[slots]
             need = self.num_tokens[slots] - computed
-            if spec is not None:  # a decode verifies k drafts too, below max_model_len (vLLM caps positions)
-                decoding = need == 1
+            if spec is not None:  # a decode verifies k drafts too, below max_model_len (vLLM caps positions);
+                decoding = self.sampled[slots]  # drafts come for the requests that sampled a token last step
                 room = self.max_model_len - 2 - computed
                 need = need + decoding * np.minimum(spec.num_speculative_tokens, room)
             total = int(np.add.reduce(need))
@@ -222,18 +241,24 @@ class Scheduler(BulkDecodeMixin):
                 budget = self._schedule_running_with_preemption(budget, n, grow, seqs, num_new, preempted)
             if decoding is not None:  # of the running requests scheduled (a prefix or those with n > 0)
                 decoding = decoding[n > 0][:len(seqs)]
-        if not preempted:
-            budget = self._admit(budget, seqs, num_new)
+        num_running = len(seqs)
+        if not preempted:  # speculating: a running prefill chunk stops vLLM padding a resume to 1 + k
+            prefill = decoding is not None and not decoding.all()
+            budget = self._admit(budget, seqs, num_new, prefill)
         # seqs is a subsequence of running, in order: equal lengths mean equal lists
         slots = self.running_slots() if len(seqs) == len(self.running) else self._slots(seqs)
         new = np.asarray(num_new, np.int64)
         context = self.computed[slots]
         self.peak_kv_usage = max(self.peak_kv_usage, self.kv.pool.usage())
         out = SchedulerOutput(seqs, slots, new, context, new, context, preempted)
-        if spec is not None:
-            decoding = np.zeros(len(seqs), bool) if decoding is None else np.concatenate(
-                [decoding, np.zeros(len(seqs) - len(decoding), bool)])  # admitted requests prefill
-            out.decoding, out.num_drafts = decoding, np.where(decoding, new - 1, 0)
+        if spec is not None:  # admitted requests prefill, or verify k placeholder drafts (padded resumes)
+            padded = np.zeros(len(seqs), bool)
+            padded[num_running:] = new[num_running:] == 1 + spec.num_speculative_tokens
+            padded[num_running:] &= self.computed[slots[num_running:]] + 1 + spec.num_speculative_tokens \
+                > self.num_tokens[slots[num_running:]]
+            decoding = padded.copy() if decoding is None else np.concatenate(
+                [decoding, padded[len(decoding):]])
+            out.decoding, out.num_drafts, out.padded = decoding, np.where(decoding, new - 1, 0), padded
         return out
 
     def _preempt_for_decodes(self, slots: np.ndarray, needy: np.ndarray) -> list[Sequence]:
@@ -281,17 +306,35 @@ class Scheduler(BulkDecodeMixin):
         num_new.extend(n[:count].tolist())
         return budget - int(n[:count].sum())
 
-    def _admit(self, budget: int, seqs: list[Sequence], num_new: list[int]) -> int:
+    def _admit(self, budget: int, seqs: list[Sequence], num_new: list[int], prefill_scheduled: bool) -> int:
+        """Admit waiting requests in order while budget, ``max_num_seqs`` and blocks allow. A request is
+        admitted only if its whole sequence so far fits in the free blocks (vLLM's
+        ``scheduler_reserve_full_isl``), not only this step's chunk. Speculating, a resume with one token
+        left is padded to 1 + k tokens (k placeholder drafts, always rejected) when no running prefill was
+        scheduled and someone else was (vLLM 0.32.0 ``Scheduler.schedule``: "Pad new decode requests to
+        uniform spec decoding size")."""
         chunked = self.config.enable_chunked_prefill
+        spec = self.spec
+        num_running = len(seqs)
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
             hits = self.kv.get_computed_blocks(seq)
             computed = len(hits) * self.kv.block_size
-            need = seq.prompt_len + seq.num_output_tokens - computed
+            num_tokens = seq.prompt_len + seq.num_output_tokens
+            need = num_tokens - computed
+            lookahead = 0
+            if spec is not None:
+                k = spec.num_speculative_tokens
+                if (need == 1 and not prefill_scheduled and (num_running or computed)
+                        and computed + k + 2 <= self.max_model_len):
+                    if 1 + k > budget:
+                        break
+                    need = 1 + k
+                lookahead = max(0, min(self.num_lookahead, self.max_model_len - computed - need))
             if not chunked and need > budget:
                 break  # head-of-line blocking
             n = min(need, budget)
-            if not self.kv.allocate_slots(seq, computed, n, hits):
+            if not self.kv.allocate_slots(seq, computed, n, hits, lookahead, num_full_tokens=num_tokens):
                 break
             self.waiting.popleft()
             self.kv.record_admission(seq, len(hits))
@@ -326,17 +369,22 @@ class Scheduler(BulkDecodeMixin):
         output, at most up to max_tokens (vLLM counts the accepted before that cut, as here)."""
         slots, drafts = out.slots, out.num_drafts
         decoding = out.decoding
-        accepted = draw_accepted(self.rng, self.spec.acceptance_rate, drafts[decoding])
-        computed = self.computed[slots] + out.num_new
-        computed[decoding] -= drafts[decoding] - accepted
-        self.computed[slots] = computed
+        real = decoding & ~out.padded  # placeholder drafts (a padded resume) are always rejected
+        accepted = np.zeros(len(slots), np.int64)
+        accepted[real] = draw_accepted(self.rng, self.spec.acceptance_rate, drafts[real])
         verified = decoding & (drafts > 0)
-        self.spec_num_drafts += int(np.count_nonzero(verified))
-        self.spec_num_draft_tokens += int(drafts.sum())
+        self.last_accepted = [(s, a) for s, a in zip([s for s, v in zip(out.seqs, verified.tolist()) if v],
+                                                     accepted[verified].tolist())]
+        self.accepted_last[slots] = accepted
+        computed = self.computed[slots] + out.num_new - (drafts - accepted)
+        self.computed[slots] = computed
+        self.spec_num_drafts += int(np.count_nonzero(verified & real))
+        self.spec_num_draft_tokens += int(drafts[real].sum())
         self.spec_num_accepted_tokens += int(accepted.sum())
         num_tokens = self.num_tokens[slots]
         counts = np.minimum(np.maximum(computed - num_tokens + 1, 0), self.limit[slots] - num_tokens)
         produced = counts > 0
+        self.sampled[slots] = produced
         pslots = slots[produced]
         self.num_tokens[pslots] += counts[produced]
         self._extend_runs(pslots, step_idx, 1, end_s, counts[produced])

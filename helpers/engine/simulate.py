@@ -8,7 +8,7 @@ the same arguments give the same results. ``simulate_requests`` runs given promp
 after optional warm-up requests. ``api_server_s_per_request`` > 0 puts vLLM's API server in front of the
 engine: one process that takes each sent request for that long (HTTP, chat template, tokenizer, hand-over to
 the engine core), one at a time in send order, while the engine runs; a burst of short requests then waits
-for the API server, not the GPU (vLLM v0.19.0's ``--api-server-count`` runs several to scale this out). The
+for the API server, not the GPU (vLLM 0.32.0's ``--api-server-count`` runs several to scale this out). The
 default 0 is the engine alone. Decode stretches run in bulk (exactly, see
 ``LLMEngine._run_decode_steps``; not while speculating); ``bulk=False`` steps one at a time (for checking).
 A request's ITLs are the gaps between its chunks (steps that gave it tokens), as vLLM's benchmark measures
@@ -33,9 +33,9 @@ from helpers.engine.block_pool import hash_prompts
 from helpers.engine.config import EngineConfig
 from helpers.engine.engine import LLMEngine
 from helpers.engine.request import Request
+from helpers.engine.summary import summarize
 from helpers.engine.workload import Workload
 from helpers.hardware import GPUSpec
-from helpers.metrics import summarize
 from helpers.models import ModelSpec
 
 TIMESERIES_COLUMNS = ("time_s", "num_steps", "num_scheduled_tokens", "batch_size", "num_running",
@@ -104,7 +104,7 @@ def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequenc
     ``warmup`` (prompts, output lengths) run first, all at once, and are left out of ``requests`` and the
     latency figures, as a load generator's warm-up requests are; the engine's counters in ``summary``
     (prefix-cache hits, preemptions) include them, as a server's ``/metrics`` does. Used to replay an HTTP
-    load test on the engine's own clock (``helpers.bench.replay``).
+    load test on the engine's own clock (``helpers.bench.engine_clock``).
     """
     if len(prompts) != len(output_lens) or not prompts:
         raise ValueError(f"give one output length per prompt and at least one prompt: {len(prompts)} "
@@ -198,7 +198,7 @@ def _run(engine: LLMEngine, prompts: Iterator[tuple[np.ndarray, list[int]]], out
         until = pending[0][0] if pending else math.inf
         steps, batch, tokens, finished = engine._run_decode_steps(until) if bulk else (0, 0, 0, [])
         if steps == 0:
-            out, _, finished = engine._run_step()
+            out, _, finished = engine.run_step()
             steps, tokens, batch = 1, out.num_scheduled_tokens, len(out.seqs)
         for _ in finished:  # each finish frees a client (closed loop) or a concurrency slot
             if next_index < num_prompts:

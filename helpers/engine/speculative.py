@@ -12,13 +12,15 @@ requests at ``context_len`` with and without speculation, to compare with the st
   scheduled, k + 1 tokens per drafting request (roofline: the weights are read once, FLOPs grow k + 1-fold,
   so it is as cheap as a decode step while memory-bound and k + 1 times dearer once compute-bound: why the
   gain shrinks as the batch grows).
-- Budget and KV, as vLLM v0.19.0 does it (``vllm/v1/core/sched/scheduler.py`` at upstream 2a69949bd,
-  ``schedule`` and ``update_from_output``; ``vllm/v1/core/kv_cache_manager.py``, ``allocate_slots``): a
-  running request is scheduled ``num_tokens_with_spec − num_computed_tokens`` = 1 + k tokens (fewer if the
+- Budget and KV, as vLLM 0.32.0 does it (``vllm/v1/core/sched/scheduler.py``, ``schedule`` and
+  ``update_from_output``; ``vllm/v1/core/kv_cache_manager.py``, ``allocate_slots``): a running request that
+  sampled a token last step (the drafter proposed for it) is scheduled
+  ``num_tokens_with_spec − num_computed_tokens`` = 1 + k tokens (fewer if the
   budget or ``max_model_len − 1`` cuts them, the drafts then truncated), all counted against
   ``max_num_batched_tokens``; ``allocate_slots(..., num_lookahead_tokens=...)`` reserves k more KV slots
-  for the next drafts (draft-model and EAGLE/MTP methods; 0 for ngram and the others; 0 for a request
-  being admitted); after the step ``num_computed_tokens -= num_rejected`` gives the rejected slots back,
+  for the next drafts (draft-model and EAGLE/MTP methods; 0 for ngram and the others; requests being
+  admitted too, ``effective_lookahead_tokens``); after the step ``num_computed_tokens -= num_rejected``
+  gives the rejected slots back,
   and the accepted tokens are appended one by one until max_tokens (the rest trimmed).
 """
 from __future__ import annotations
@@ -34,12 +36,15 @@ import numpy as np
 from helpers.roofline import StepCost, StepCostModel
 
 # Keys of a speculative_config dict that vLLM does not have: what vLLM measures at run time and the simulator
-# must be told. (vLLM v0.19.0's own ``synthetic_acceptance_rate``, vllm/config/speculative.py, is another
+# must be told. (vLLM 0.32.0's own ``synthetic_acceptance_rate``, vllm/config/speculative.py, is another
 # quantity: the mean over draft positions of the chance to reach and accept that position.)
 SIMULATOR_ONLY_KEYS = ("acceptance_rate", "draft_cost_ratio", "acceptance_seed")
-# Methods whose proposer keeps KV for its drafts: vLLM reserves num_speculative_tokens lookahead slots
-# (Scheduler.__init__: use_eagle() is eagle/eagle3/mtp, uses_draft_model() is draft_model; v0.19.0)
-_LOOKAHEAD_METHODS = ("draft_model", "eagle", "eagle3", "mtp")
+# Methods whose proposer keeps KV for its drafts: vLLM 0.32.0 reserves num_speculative_tokens lookahead slots
+# (VllmConfig.num_lookahead_tokens, vllm/config/vllm.py: use_eagle() is eagle/eagle3/mtp/dflash/dspark,
+# uses_draft_model() is draft_model; dflash's fill-in drafting one more). vLLM renames every "<model>_mtp"
+# method to "mtp" (SpeculativeConfig.__post_init__). tests/vllm/test_facts.py checks every method of the
+# installed vLLM.
+_LOOKAHEAD_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +98,16 @@ class SpeculativeConfig:
     @property
     def num_lookahead_tokens(self) -> int:
         """KV slots vLLM reserves per running request beyond its scheduled tokens (draft model, EAGLE, MTP;
-        0 for ngram, suffix, medusa, ...)."""
-        return self.num_speculative_tokens if self.method in _LOOKAHEAD_METHODS else 0
+        one more for dflash; 0 for ngram, suffix, medusa, ...)."""
+        return lookahead_slots(self.method, self.num_speculative_tokens)
+
+
+def lookahead_slots(method: str, num_speculative_tokens: int) -> int:
+    """vLLM 0.32.0's ``VllmConfig.num_lookahead_tokens`` for a method (after its "*_mtp" -> "mtp" rename)."""
+    method = "mtp" if method.endswith("_mtp") else method
+    if method == "dflash":
+        return num_speculative_tokens + 1
+    return num_speculative_tokens if method in _LOOKAHEAD_METHODS else 0
 
 
 def expected_tokens_per_step(k: int, acceptance_rate: float) -> float:

@@ -1,9 +1,9 @@
 """Sweeps of engine configurations in virtual time (notebook 05 §6 "A/B 扫描", notebook 10 §7).
 
 ``concurrency_sweep`` runs ``simulate`` for every (configuration, concurrency) pair with the same workload and
-seed and keeps the figures the articles report, under vLLM's key names (as ``helpers.sweep`` does over HTTP),
-so ``helpers.config_ab.as_article_table`` prints either in the article's format. Throughput is output tokens
-per second, which is what the article's script approximates by counting SSE lines.
+seed and keeps the figures the articles report, under vLLM's key names (as ``helpers.bench.sweep`` does over
+HTTP), so ``helpers.lessons.config_ab.as_article_table`` prints either in the article's format. Throughput is
+output tokens per second, which is what the article's script approximates by counting SSE lines.
 ``speculative_gain_sweep`` measures what speculative decoding gains in the engine's step loop at each batch
 size, beside the steady-state step ``helpers.engine.speculative.speculative_step`` prices.
 """

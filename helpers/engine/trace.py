@@ -104,8 +104,8 @@ def block_snapshot(engine: LLMEngine) -> BlockSnapshot:
     """The block tables of the requests holding KV now (running, and static-batch members)."""
     sched = engine.scheduler
     holders = list(sched.running) + [s for s in getattr(sched, "batch", []) if s not in sched.running]
-    tokens = {s.request_id: int(sched.computed[s.slot]) if s.slot >= 0 else s.prompt_len + s.num_output_tokens
-              for s in holders}
+    tokens = {s.request_id: sched.num_computed_tokens(s) if s.slot >= 0
+              else s.prompt_len + s.num_output_tokens for s in holders}
     return BlockSnapshot(engine.num_gpu_blocks, engine.config.block_size,
                          {s.request_id: list(s.block_table) for s in holders}, tokens,
                          engine.kv.pool.cached_free_blocks())

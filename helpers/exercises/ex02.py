@@ -1,15 +1,16 @@
 """练习 for notebook 02 (KV cache memory): KV bytes per token from a config.json, a batch's KV in GiB, and
 how many 4k requests fit on a card by vLLM's rule.
 
-Expected values come from ``helpers.kvcache`` and ``helpers.capacity.plan_capacity`` (notebook 02 §2, §5).
+Expected values come from ``helpers.kvcache`` and ``helpers.kvcache.capacity.plan_capacity`` (notebook 02 §2,
+§5).
 """
 from __future__ import annotations
 
 import json
 
-from helpers.capacity import plan_capacity, with_settings
 from helpers.exercises.check import Mistake, NumberExercise
 from helpers.kvcache import kv_bytes_per_token, kv_cache_bytes
+from helpers.kvcache.capacity import plan_capacity, with_settings
 from helpers.models import ModelSpec, load_model
 
 # Fields of microsoft/Phi-4-mini-instruct's config.json that the KV formula needs (the full file, with its

@@ -1,7 +1,9 @@
 """练习 for notebook 04 (streaming, TTFT, TPOT): TTFT from a chunk trace, TPOT, P99, a buggy script.
 
-Definitions as ``helpers.metrics`` (vLLM's benchmark): TTFT = first chunk with content; TPOT =
-(E2E − TTFT) / (output tokens − 1); percentiles by linear interpolation. The wrong P99 is
+Definitions as ``helpers.client.latency`` (the course's, stricter than vLLM's benchmark in one point,
+notebook 04 §1 and data/vllm/FACTS.md §1): TTFT = first chunk carrying generated text (vLLM 0.32.0's
+``vllm bench serve`` stamps it at the first chunk with ``choices``, role-only chunk included);
+TPOT = (E2E − TTFT) / (output tokens − 1); percentiles by linear interpolation. The wrong P99 is
 ``helpers.client.naive.naive_p99``.
 """
 from __future__ import annotations
@@ -30,12 +32,16 @@ def _first_content_ms() -> float:
 check_ttft_from_chunks = NumberExercise(
     id="04.1", name="check_ttft_from_chunks", unit="ms", rel_tol=0.0, abs_tol=0.5,
     prompt=("**练习 04.1 · 从 chunk 记录读 TTFT**\n\n下面是一条流式回复在客户端看到的 chunk（发请求后的"
-            "毫秒数；`from helpers import STREAM_CHUNKS`）。按 vLLM 压测工具的定义，TTFT 是多少 ms？\n\n"
+            "毫秒数；`from helpers import STREAM_CHUNKS`）。按本课的定义（第一个带生成文字的 chunk），"
+            "TTFT 是多少 ms？\n\n"
             + "\n".join(f"- `{c}`" for c in STREAM_CHUNKS)),
     expected=_first_content_ms,
     mistakes=lambda ttft: [
-        Mistake("role_chunk", STREAM_CHUNKS[0]["t_ms"], "这是第一个 chunk 的时间，但它只带 role、没有内"
-                                                        "容：角色 chunk 不算首 token。"),
+        Mistake("role_chunk", STREAM_CHUNKS[0]["t_ms"],
+                "这是第一个 chunk 的时间，它只带 role、没有文字。vLLM 的压测工具（vllm bench serve）"
+                "确实在这里记 TTFT（第一个带 choices 的 chunk，角色 chunk 也算）；本课只算带文字的 chunk。"
+                "对着 vLLM 自己的服务器两者一起到达，这条流里角色 chunk 却早到了几百 ms"
+                "（像网关一收到请求就先回一个），按 vLLM 的算法 TTFT 就漏掉了排队和预填充。"),
         Mistake("stream_end", STREAM_CHUNKS[-1]["t_ms"], "这是整条流结束的时间（E2E），不是首 token。"),
         Mistake("finish_chunk", STREAM_CHUNKS[-2]["t_ms"], "这是 finish chunk 的时间，接近 E2E，不是首 "
                                                            "token。"),

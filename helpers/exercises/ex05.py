@@ -82,7 +82,7 @@ CHUNK_BUDGET, LONG_PROMPT = 2048, 10000
 check_chunked_prefill_steps = NumberExercise(
     id="05.3", name="check_chunked_prefill_steps", unit="步", rel_tol=0.0, abs_tol=0.01,
     prompt=(f"**练习 05.3 · 分块预填充要几步**\n\n打开 chunked prefill，`max_num_batched_tokens ="
-            f" {CHUNK_BUDGET}`（vLLM v0.19.0 在 A100 上的 `vllm serve` 默认值："
+            f" {CHUNK_BUDGET}`（vLLM 0.32.0 在 A100 上的 `vllm serve` 默认值："
             "`EngineArgs.get_batch_defaults`，vllm/engine/arg_utils.py）。引擎里只有一条"
             f" {LONG_PROMPT} token 的新请求时，"
             "它的预填充要分几步（几个引擎 step）算完？"),

@@ -1,8 +1,8 @@
 """练习 for notebook 08 (capacity planning and monitoring): a P99 from the request log, the prefix-cache hit
 rate from ``/metrics``, the KV demand of a target concurrency.
 
-Expected values come from ``helpers.request_log``, ``helpers.client.prom`` and ``helpers.sizing``
-(notebook 08 §1, §3, §4), on ``data/logs/sample_requests.jsonl``.
+Expected values come from ``helpers.lessons.capacity_planning_log``, ``helpers.client.prom`` and
+``helpers.lessons.capacity_planning`` (notebook 08 §1, §3, §4), on ``data/logs/sample_requests.jsonl``.
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ LOG_PATH = DATA_DIR / "logs" / "sample_requests.jsonl"
 
 
 def _log():
-    from helpers.request_log import load_request_log
+    from helpers.lessons.capacity_planning_log import load_request_log
 
     return load_request_log(LOG_PATH)
 
 
 def _prompt_p99() -> float:
-    from helpers.request_log import length_percentiles
+    from helpers.lessons.capacity_planning_log import length_percentiles
 
     return float(length_percentiles(_log()).loc["all", "prompt_p99"])
 
@@ -49,7 +49,7 @@ check_log_prompt_p99 = NumberExercise(
     hint="`np.percentile(values, 99)` 或第 1 节的 `length_percentiles`；注意题目问的是哪一列。",
 )
 
-# A scrape of a vLLM v1 server's /metrics during a load test (the names as vLLM v0.19.0 exports them,
+# A scrape of a vLLM v1 server's /metrics during a load test (the names as vLLM 0.32.0 exports them,
 # vllm/v1/metrics/loggers.py).
 METRICS_SAMPLE = """\
 # TYPE vllm:num_requests_running gauge
@@ -103,7 +103,7 @@ def _tokens() -> np.ndarray:
 
 
 def _demand() -> float:
-    from helpers.sizing import kv_demand_tokens
+    from helpers.lessons.capacity_planning import kv_demand_tokens
 
     return float(kv_demand_tokens(_tokens(), DEMAND_CONCURRENCY))
 

@@ -1,7 +1,7 @@
 """练习 for notebook 09 (SLO, goodput, cost): goodput of a few requests, $ per million output tokens, reading
 two SLO searches.
 
-Expected values come from ``helpers.bench.goodput`` (vLLM v0.19.0 semantics, ``vllm/benchmarks/serve.py``:
+Expected values come from ``helpers.bench.goodput`` (vLLM 0.32.0 semantics, ``vllm/benchmarks/serve.py``:
 a successful request is good when it meets every limit, ``value <= limit``; one output token has TPOT 0),
 ``helpers.cost`` and ``helpers.bench.slo.SLO``.
 """

@@ -1,7 +1,8 @@
 """练习 for notebook 10 (quantization, speculative decoding): AWQ int4 weight bytes of Llama-2-13B, expected
 tokens per verify step, what fits on an RTX 4090.
 
-Expected values come from ``helpers.kvcache`` (``weights_bytes``, ``WEIGHT_FORMATS``), ``helpers.capacity``
+Expected values come from ``helpers.kvcache`` (``weights_bytes``, ``WEIGHT_FORMATS``),
+``helpers.kvcache.capacity``
 (``plan_capacity``, notebook 10 §6) and ``helpers.engine.speculative`` (Leviathan et al. 2023, eq. 1).
 """
 from __future__ import annotations
@@ -77,7 +78,7 @@ FIT_GPU, FIT_UTILIZATION, FIT_MAX_MODEL_LEN = "rtx-4090", 0.92, 4096
 
 
 def _fits(weight_dtype: str) -> bool:
-    from helpers.capacity import plan_capacity
+    from helpers.kvcache.capacity import plan_capacity
 
     return plan_capacity(AWQ_MODEL, FIT_GPU, gpu_memory_utilization=FIT_UTILIZATION,
                          max_model_len=FIT_MAX_MODEL_LEN, weight_dtype=weight_dtype).fits

@@ -1,6 +1,6 @@
 """Simulator-fidelity figure (appendix notebook 11): simulated against published, on log-log axes.
 
-Pure drawing: every number comes from ``helpers.fidelity.compare_with_published``. Returns a closed
+Pure drawing: every number comes from ``helpers.lessons.fidelity.compare_with_published``. Returns a closed
 ``Figure``.
 """
 from __future__ import annotations
@@ -12,31 +12,34 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from helpers.fidelity import METRICS, TARGET_MAX_RATIO, TARGET_MEDIAN_ABS_ERROR
-
-_MARKERS = dict(zip(METRICS, ("o", "s", "^", "D")))
+_MARKERS = ("o", "s", "^", "D", "v", "P")
 _COLORS = {"fit": "tab:blue", "held_out": "tab:orange"}
 
 
-def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *,
+def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *, target_median_abs_error: float = 0.15,
+                          target_max_ratio: float = 2.0,
                           figsize: tuple[float, float] | None = None) -> Figure:
     """One panel per comparison (e.g. current defaults, calibrated): each published number against its
     simulated value, marker by metric, colour by fit / held-out; the y = x line, the ±15 % band and the
     2x lines; the title gives the median |error| over all rows and over the held-out ones. Units differ
-    by metric (tokens/s, ms), so read distance from the line, not position."""
+    by metric (tokens/s, ms), so read distance from the line, not position. The band and the lines are the
+    targets of ``helpers.lessons.fidelity`` (``TARGET_MEDIAN_ABS_ERROR``, ``TARGET_MAX_RATIO``)."""
     n = len(comparisons)
     fig, axes = plt.subplots(1, n, figsize=figsize or (5.2 * n, 5), squeeze=False)
     values = np.concatenate([np.r_[c["published"], c["simulated"]] for c in comparisons.values()])
     lo, hi = values.min() / 3, values.max() * 3
     line = np.geomspace(lo, hi, 50)
+    metrics = list(dict.fromkeys(m for c in comparisons.values() for m in c["metric"]))  # first-seen order
+    markers = {metric: _MARKERS[i % len(_MARKERS)] for i, metric in enumerate(metrics)}
+    band = target_median_abs_error
     for ax, (title, comp) in zip(axes[0], comparisons.items()):
-        ax.fill_between(line, line * (1 - TARGET_MEDIAN_ABS_ERROR), line * (1 + TARGET_MEDIAN_ABS_ERROR),
-                        color="tab:green", alpha=0.15, label="±15 %")
+        ax.fill_between(line, line * (1 - band), line * (1 + band), color="tab:green", alpha=0.15,
+                        label=f"±{band:.0%}".replace("%", " %"))
         ax.plot(line, line, color="black", linewidth=1, label="y = x")
-        for factor in (TARGET_MAX_RATIO, 1 / TARGET_MAX_RATIO):
+        for factor in (target_max_ratio, 1 / target_max_ratio):
             ax.plot(line, line * factor, color="grey", linewidth=0.8, linestyle=":")
         for (metric, split), part in comp.groupby(["metric", "split"], sort=True):
-            ax.scatter(part["published"], part["simulated"], marker=_MARKERS[metric], color=_COLORS[split],
+            ax.scatter(part["published"], part["simulated"], marker=markers[metric], color=_COLORS[split],
                        edgecolor="black", linewidth=0.5, s=40, label=f"{metric} ({split})", zorder=3)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -1,7 +1,8 @@
 """Figures of notebook 04 (流式输出：TTFT、TPOT 与吞吐): one stream's chunks over time, and the sweeps.
 
 Pure drawing: the numbers come from ``RequestMetrics`` (``stream_once``) and the tables of
-``helpers.streaming``. Each function returns a closed ``Figure``: a cell ending with the call shows it once.
+``helpers.lessons.streaming``. Each function returns a closed ``Figure``: a cell ending with the call shows
+it once.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from helpers.client.metrics import RequestMetrics
+from helpers.client.latency import RequestMetrics
 
 
 def plot_stream_timeline(metrics: RequestMetrics, *, title: str | None = None,

@@ -7,7 +7,9 @@ vLLM's names) and ``GET /openapi.json`` (the request bodies' schemas). Every err
 (``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``), applied after the
 API key check. A request is checked in this order, each failure answered before any byte of a stream:
 key (401), fault header (400 if malformed), content type, body size and fields (``helpers.server.intake``:
-400, 413, 400), model (404), engine alive (503), prompt and context (400), queue (429).
+400, 413, 400), model (404), engine alive (503), prompt and context (400), vLLM's admission control (503
+with vLLM's body when the config's ``max_num_queued_reqs`` requests are in flight), the mock's own waiting
+cap (429, ``max_waiting_requests``).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ from helpers.server.errors import (
     engine_unavailable,
     invalid_api_key,
     model_not_found,
+    queue_overflow,
     rate_limited,
     server_error,
 )
 from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
 from helpers.server.intake import DEFAULT_MAX_BODY_BYTES, Prompt, read_request
-from helpers.server.metrics import CONTENT_TYPE, ServerMetrics
+from helpers.server.prometheus import CONTENT_TYPE, ServerMetrics
 from helpers.server.responses import (
     DroppedResponse,
     SSEResponse,
@@ -55,7 +58,7 @@ from helpers.server.responses import (
 )
 from helpers.server.schemas import ChatCompletionRequest, CompletionRequest
 from helpers.server.served import ServedModel, build_engines, served_models
-from helpers.server.textgen import generate_reply
+from helpers.text.textgen import generate_reply
 
 RETRY_AFTER_S = 1.0  # what a 429 asks the client to wait
 _log = logging.getLogger("uvicorn.error")  # the server's log: one line per event, shown at uvicorn's level
@@ -156,6 +159,11 @@ class MockService:
         )
 
     def _check_queue(self, driver: EngineDriver) -> None:
+        cap = driver.engine.config.max_num_queued_reqs
+        if cap is not None:  # vLLM 0.32.0 AsyncLLM.check_admission: in flight + 1 > cap -> 503
+            stats = driver.engine.stats()
+            if stats.num_running + stats.num_waiting + driver.num_pending + 1 > cap:
+                raise queue_overflow()
         if self._max_waiting is None:
             return
         waiting = driver.engine.stats().num_waiting + driver.num_pending

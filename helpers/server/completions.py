@@ -23,7 +23,7 @@ from helpers.server.errors import OpenAIError, bad_request, server_error
 from helpers.server.faults import Fault
 from helpers.server.logprobs import chat_entry, completion_logprobs, token_logprob
 from helpers.server.sse import DONE, ChunkEncoder
-from helpers.server.textgen import Reply
+from helpers.text.textgen import Reply
 
 
 @dataclass(slots=True)

@@ -2,7 +2,8 @@
 
 Notebook 03 (调用 API 时的错误) shows each status a client meets and the SDK exception it becomes:
 400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 413 APIStatusError, 429 RateLimitError,
-500 InternalServerError, 503 InternalServerError (the engine cannot serve).
+500 InternalServerError, 503 InternalServerError (the engine cannot serve, or vLLM's admission control:
+``queue_overflow``, notebook 07 §9 and 08).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ class OpenAIError(Exception):
         status: int,
         message: str,
         *,
-        code: str | None = None,
+        code: str | int | None = None,
         param: str | None = None,
         headers: dict[str, str] | None = None,
+        error_type: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -41,12 +43,13 @@ class OpenAIError(Exception):
         self.code = code
         self.param = param
         self.headers = headers or {}
+        self.error_type = error_type
 
     def body(self) -> dict:
         return {
             "error": {
                 "message": self.message,
-                "type": _TYPES.get(self.status, "invalid_request_error"),
+                "type": self.error_type or _TYPES.get(self.status, "invalid_request_error"),
                 "param": self.param,
                 "code": self.code,
             }
@@ -92,6 +95,19 @@ def rate_limited(message: str, retry_after_s: float) -> OpenAIError:
         code="rate_limit_exceeded",
         headers={"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))},
     )
+
+
+# What vLLM 0.32.0 answers when admission control (`--max-num-queued-reqs`) rejects a request: HTTP 503 and
+# this body, message from `QueueOverflowError` (vllm/exceptions.py), type = the status phrase and code = the
+# status number (`create_error_response`, vllm/entrypoints/serve/exception_handling/error_response.py).
+# tests/vllm/test_facts.py compares it with the installed vLLM's.
+QUEUE_OVERFLOW_MESSAGE = ("The engine is currently busy and cannot accept new requests. "
+                          "Please try again later or on a different instance.")
+
+
+def queue_overflow() -> OpenAIError:
+    """vLLM's 503 when ``max_num_queued_reqs`` requests are already in flight (waiting + running)."""
+    return OpenAIError(503, QUEUE_OVERFLOW_MESSAGE, code=503, error_type="Service Unavailable")
 
 
 def server_error(message: str) -> OpenAIError:

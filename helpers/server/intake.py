@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from helpers.server.errors import bad_request, request_too_large
 from helpers.server.schemas import ChatCompletionRequest, CompletionRequest, parse_request
-from helpers.server.tokenizer import encode, encode_chat, message_text
+from helpers.text.tokenizer import encode, encode_chat, message_text
 
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024  # ~500k tokens of English text: far above any context the mock has
 PARSE_IN_THREAD_BYTES = 64 * 1024  # larger bodies are parsed and tokenized off the event loop

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from helpers.server.errors import OpenAIError, bad_request
 from helpers.server.logprobs import MAX_TOP_LOGPROBS
-from helpers.server.tokenizer import VOCAB_SIZE
+from helpers.text.tokenizer import VOCAB_SIZE
 
 _INT64 = 2**63  # vLLM bounds seed to a signed 64-bit integer
 

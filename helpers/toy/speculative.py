@@ -7,6 +7,12 @@ Speculative Decoding"; Chen et al. 2023, "Accelerating Large Language Model Deco
 Sampling"). Under greedy decoding the output is exactly the target's own greedy output; every round
 yields between 1 and k + 1 tokens. Rejected positions are dropped from both caches by moving their
 ``length`` back (the slots are overwritten later), as an engine frees the draft tokens' KV slots.
+
+Two acceptance figures, not to be mixed (notebook 10 §4; data/vllm/FACTS.md §10): vLLM's draft acceptance
+rate r = accepted ÷ proposed (``acceptance_rate``), and Leviathan et al.'s α, the chance that a draft is
+accepted given the earlier ones were (``alpha``, estimated from the rounds: ``alpha_estimate``). The expected
+tokens per verify step (1 − α^(k+1)) / (1 − α) needs α; fed with r it is wrong (with i.i.d. α = 0.8: 2.44 /
+3.36 / 4.33 tokens for k = 2 / 4 / 8, but 2.24 / 2.26 / 1.71 with r). With r the exact count is 1 + k·r.
 """
 from __future__ import annotations
 
@@ -50,6 +56,18 @@ class SpeculativeGeneration:
         return float(self.accepted.sum()) / (self.k * self.rounds) if self.rounds else 0.0
 
     @property
+    def acceptance_by_position(self) -> np.ndarray:
+        """(k,): share of rounds whose draft i (1-based i = index + 1) was accepted — vLLM's "Per-position
+        acceptance rate" (``vllm:spec_decode_num_accepted_tokens_per_pos`` ÷ drafts): the chance that drafts
+        1..i were all accepted."""
+        return acceptance_by_position(self.accepted, self.k)
+
+    @property
+    def alpha(self) -> float:
+        """Leviathan et al.'s per-position α estimated from the rounds (``alpha_estimate``)."""
+        return alpha_estimate(self.accepted, self.k)
+
+    @property
     def tokens_per_round(self) -> float:
         """New tokens per target forward pass (decode without speculation: 1)."""
         return (len(self.new_ids) - 1) / self.rounds if self.rounds else 0.0
@@ -57,6 +75,25 @@ class SpeculativeGeneration:
     @property
     def tokens_per_s(self) -> float:
         return len(self.new_ids) / self.elapsed_s
+
+
+def acceptance_by_position(accepted: np.ndarray, k: int) -> np.ndarray:
+    """(k,): per position i, the share of rounds that accepted at least i drafts (vLLM's per-position
+    rate)."""
+    accepted = np.asarray(accepted)
+    if not len(accepted):
+        return np.zeros(k)
+    return np.array([(accepted >= i).mean() for i in range(1, k + 1)])
+
+
+def alpha_estimate(accepted: np.ndarray, k: int) -> float:
+    """Leviathan et al.'s α from rounds of k drafts: accepted ÷ (accepted + rejections), a rejection being a
+    round that stopped before its k-th draft. It is the maximum-likelihood α of their model (every draft
+    accepted with α until the first rejection, a round of k accepts having no rejection to count), and the
+    α whose (1 − α^(k+1)) / (1 − α) predicts tokens per round. 1.0 when nothing was rejected."""
+    accepted = np.asarray(accepted)
+    trials = accepted.sum() + (accepted < k).sum()
+    return float(accepted.sum() / trials) if trials else 0.0
 
 
 def truncated_draft(target: ToyModel, n_layers: int) -> ToyModel:
@@ -125,10 +162,12 @@ class SpeculativeTiming:
     """One k of a sweep: acceptance, tokens per target pass, and fastest-of-N tokens/s vs plain decode."""
 
     k: int
-    acceptance_rate: float
+    acceptance_rate: float  # vLLM's draft acceptance rate r = accepted ÷ proposed
     tokens_per_round: float
     tokens_per_s: float
     plain_tokens_per_s: float
+    alpha: float = float("nan")  # Leviathan's per-position α (alpha_estimate)
+    rounds: int = 0
 
     @property
     def speedup(self) -> float:
@@ -146,5 +185,5 @@ def speculative_sweep(target: ToyModel, draft: ToyModel, prompt_ids: np.ndarray,
         spec_s = best_time_s(lambda k=k: speculative_generate(target, draft, prompt_ids, max_new_tokens, k),
                              repeats, warmup=False)
         rows.append(SpeculativeTiming(k, run.acceptance_rate, run.tokens_per_round, max_new_tokens / spec_s,
-                                      max_new_tokens / plain_s))
+                                      max_new_tokens / plain_s, run.alpha, run.rounds))
     return rows

@@ -17,16 +17,10 @@ from IPython.display import display
 from matplotlib.figure import Figure
 
 from helpers.hardware import list_gpus, load_gpu
-from helpers.kvcache import (
-    DTYPE_BYTES,
-    CapacityPlan,
-    format_bytes,
-    kv_bytes_per_token,
-    kv_cache_bytes,
-    plan_capacity,
-)
-from helpers.model_config import attention_kind
+from helpers.kvcache import DTYPE_BYTES, format_bytes, kv_bytes_per_token, kv_cache_bytes
+from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION, CapacityPlan, plan_capacity
 from helpers.models import ModelSpec, list_models, load_model
+from helpers.models.hf_config import attention_kind
 from helpers.plots.kv import plot_kv_vs_seq_len
 
 MAX_TOKENS = 131_072  # the longest context the sliders offer (Llama-3.1's 128 K)
@@ -271,7 +265,8 @@ def _compute_plan(model: str, gpu: str, gpu_memory_utilization: float, max_model
                          tensor_parallel_size=tensor_parallel_size)
 
 
-def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *, gpu_memory_utilization: float = 0.9,
+def capacity_panel(model: str = "llama-2-13b", gpu: str = "rtx-4090", *,
+                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                    max_model_len: int = 4096, weight_dtype: str = "fp16", kv_dtype: str = "fp16",
                    tensor_parallel_size: int = 1) -> Panel:
     """Capacity panel (notebook 02, "容量规划"): model x GPU x settings -> ``plan_capacity`` and its

@@ -31,6 +31,7 @@ def lab_env() -> dict[str, str]:
         raise RuntimeError("the root conftest did not start the mock: run `make browser-test` in the repo")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "VLLM_"))}
     env.pop("MPLBACKEND", None)  # the root conftest's Agg is for nbval; in the browser, plots show inline
+    env.pop("INFERENCE_LAB_SKIP_VLLM", None)  # notebook 12 runs real vLLM here when `make vllm` has run
     # kernels import this checkout's helpers, also when the venv's editable install points at another one
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env

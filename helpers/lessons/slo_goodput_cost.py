@@ -1,0 +1,64 @@
+"""Notebook 09 §4 (多轮对话): what the two multi-turn runs (prefix caching on and off) measured, as prose.
+
+``multiturn_findings`` turns the per-turn tables of ``helpers.bench.sessions.turn_table`` (plus the /metrics
+hit rate and the mean engine-clock queueing per turn with caching off) into the paragraph the notebook shows;
+every number and direction in it is read from the inputs. ``generated_block_bonus`` estimates what the
+course's engine leaves out: vLLM also caches the full blocks of generated tokens (``Request.
+append_output_token_ids`` extends the block hashes, vllm/v1/request.py; data/vllm/FACTS.md §8), so turn k+1
+could also hit turn k's reply, rounded down to whole blocks.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+
+def generated_block_bonus(on: pd.DataFrame, output_tokens_by_turn: pd.Series,
+                          block_size: int = 16) -> pd.Series:
+    """Per turn (from the second): the hit rate vLLM could reach if the previous reply's full blocks were
+    cached too, i.e. (cached + previous reply rounded down to ``block_size``) ÷ prompt, capped at
+    (prompt − 1) ÷ prompt. ``on`` is the caching-on ``turn_table``; ``output_tokens_by_turn`` the mean
+    output tokens of each turn (same index)."""
+    prev_out = output_tokens_by_turn.shift(1)
+    extra = (prev_out // block_size) * block_size
+    prompt = on["mean_prompt_tokens"]
+    rate = ((on["mean_cached_tokens"] + extra).clip(upper=prompt - 1) / prompt).dropna()
+    return rate.rename("hit_rate_with_reply_blocks")
+
+
+def multiturn_findings(on: pd.DataFrame, off: pd.DataFrame, metrics_hit_rate: float, queue_off_ms: pd.Series,
+                       with_reply_blocks: pd.Series | None = None) -> str:
+    """The §4 paragraph: hit rates by turn, TTFT with caching off (queueing + prefill), the ratio at the
+    last turn, the wire-clock check, and (if given) the hit rate vLLM's caching of reply blocks would add."""
+    last = on.index[-1]
+    ratio = off["mean_ttft_ms"] / on["mean_ttft_ms"]
+    top = off["mean_ttft_ms"].idxmax()
+    rising = bool(off["mean_ttft_ms"].is_monotonic_increasing)
+    wire_on, wire_off = on["wire_mean_ttft_ms"].iloc[-1], off["wire_mean_ttft_ms"].iloc[-1]
+    parts = [
+        f"开缓存时，第 1 轮就有 {on['prefix_hit_rate'].iloc[0]:.0%} 的 prompt token 命中"
+        "（别的会话先算过的共享系统提示词），"
+        f"到第 {last} 轮是 {on['prefix_hit_rate'].iloc[-1]:.0%}"
+        "（整段历史都在缓存里，只有新消息和上一轮回复要算）；"
+        f"`/metrics` 的总命中率 {metrics_hit_rate:.0%} 与逐个回复的 `cached_tokens` 之和一致。",
+        f"引擎时钟上的平均 TTFT：关缓存时第 1 轮 {off['mean_ttft_ms'].iloc[0]:.0f} ms，"
+        f"最高在第 {top} 轮 "
+        f"{off['mean_ttft_ms'].max():.0f} ms，第 {last} 轮 {off['mean_ttft_ms'].iloc[-1]:.0f} ms。"
+        "TTFT = 排队 + prefill："
+        "prefill 每轮都要重算整段历史，随轮次变长；排队看同时有几个会话在发请求——各轮的平均排队是 "
+        + "、".join(f"{q:.0f}" for q in queue_off_ms) + " ms"
+        + ("，所以 TTFT 逐轮上涨。" if rising else
+           "，后面的轮次里早开始的会话已经结束、同时争抢的请求变少，所以 TTFT 不是逐轮上涨。"),
+        f"开缓存时第 {last} 轮只要 {on['mean_ttft_ms'].iloc[-1]:.0f} ms（{ratio.iloc[-1]:.1f} 倍之差）。",
+        f"墙钟上测到的 TTFT（`wire_mean_ttft_ms`）是 {wire_on:.1f} ms vs {wire_off:.1f} ms，"
+        f"{'方向相同' if wire_on < wire_off else '方向反了'}，"
+        "但带着客户端和传输的开销（第 06 课），所以断言只看引擎的时钟。",
+    ]
+    if with_reply_blocks is not None and len(with_reply_blocks):
+        gap = with_reply_blocks - on["prefix_hit_rate"].reindex(with_reply_blocks.index)
+        parts.append(
+            "若像 vLLM 那样把上一轮回复的整块也缓存（且模板和分词把回复原样放回），"
+            f"第 2–{last} 轮的命中率可到 "
+            f"{with_reply_blocks.min():.0%}–{with_reply_blocks.max():.0%}，"
+            f"比本课的引擎高 {gap.min():.0%}–{gap.max():.0%}"
+            "（估算：上一轮平均输出按整块加到命中上）。")
+    return "".join(parts)
