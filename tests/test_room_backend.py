@@ -27,7 +27,6 @@ from helpers.client.backend import (
 )
 from helpers.client.factory import make_client
 from helpers.client.prom import metric_value, scrape_metrics
-from helpers.lessons.troubleshooting import closed_port_url
 from helpers.server.classroom import load_or_create_keys
 from helpers.server.launcher import spawn_mock_server, start_mock_server
 
