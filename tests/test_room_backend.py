@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import first_request, stream_once
+from helpers import closed_port_url, first_request, stream_once
 from helpers.client import backend
 from helpers.client.backend import (
     MOCK_KEY_ENV,
@@ -27,7 +27,6 @@ from helpers.client.backend import (
 )
 from helpers.client.factory import make_client
 from helpers.client.prom import metric_value, scrape_metrics
-from helpers.lessons.troubleshooting import closed_port_url
 from helpers.server.classroom import load_or_create_keys
 from helpers.server.launcher import spawn_mock_server, start_mock_server
 
