@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-# JupyterLab in Chromium, minutes: `make browser-test` runs it (a path given on the command line is collected)
-collect_ignore = ["tests/browser"]
+# JupyterLab in Chromium, minutes: `make browser-test` runs it; the nbgrader round trip needs the grader:
+# `make grading-test` (a path given on the command line is collected)
+collect_ignore = ["tests/browser", "tests/grading"]
 MOCK_ARGS = ("--served-model-name", "local-13b", "local-r1:reasoning")
 _mock = None
 

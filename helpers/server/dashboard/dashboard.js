@@ -64,9 +64,17 @@ function renderLearners(s) {
     tables.push(table);
   }
   box.replaceChildren(...tables);
-  const help = rows.filter((r) => r.reason).slice(0, 6).map((r) => `${r.label} ${STATUS_TEXT[r.status]}：${r.reason}`);
-  setText("learners-note", `（按 Key 的标签，不显示 Key；需要帮助的排在前面${help.length ? "：" + help.join("；") : ""}；`
-    + `tok/s 为最近 ${s.window_s} s，TTFT 为墙钟 ms、最近 ${s.ttft_window_s} s）`);
+  setText("learners-note", `（按 Key 的标签，不显示 Key；需要帮助的排在前面；tok/s 为最近 ${s.window_s} s，`
+    + `TTFT 为墙钟 ms、最近 ${s.ttft_window_s} s；鼠标停在一行上看原因）`);
+  const help = rows.filter((r) => r.reason);
+  const list = document.getElementById("help");
+  list.replaceChildren(...help.slice(0, 8).map((r) => {
+    const li = document.createElement("li");
+    li.className = r.status;
+    li.textContent = `${r.label} ${STATUS_TEXT[r.status]}：${r.reason}`;
+    return li;
+  }));
+  if (help.length > 8) list.append(Object.assign(document.createElement("li"), { textContent: `…… 还有 ${help.length - 8} 位` }));
 }
 
 function niceMax(x) {
@@ -79,6 +87,7 @@ function niceMax(x) {
 // A line chart with a time axis (the last history_s seconds), a left axis and an optional right axis.
 function drawChart(canvas, history, spanS, left, right) {
   const ctx = canvas.getContext("2d");
+  canvas.dataset.points = String(history.length);  // how much history the server handed over (tests read it)
   const W = canvas.width, H = canvas.height, L = 48, R = right ? 48 : 12, T = 18, B = 30;
   ctx.clearRect(0, 0, W, H);
   ctx.font = "11px system-ui, 'Noto Sans CJK SC', sans-serif";
@@ -94,8 +103,9 @@ function drawChart(canvas, history, spanS, left, right) {
     if (axes[1]) { ctx.textAlign = "left"; ctx.fillText(fmt(axes[1].top * i / 4, 0), W - R + 4, yy + 4); }
   }
   ctx.textAlign = "center";
-  for (let t = -spanS; t <= 0; t += spanS / 5) {  // time ticks
-    ctx.fillText(t === 0 ? "现在" : `${t / 60} min`, x(t), H - B + 14);
+  const step = spanS <= 60 ? 10 : spanS <= 180 ? 30 : 60;
+  for (let t = -spanS; t <= 0; t += step) {  // time ticks
+    ctx.fillText(t === 0 ? "现在" : spanS <= 180 ? `${t} s` : `${t / 60} min`, x(t), H - B + 14);
   }
   ctx.fillText("时间（墙钟）", (L + W - R) / 2, H - 3);
   ctx.textAlign = "left"; ctx.fillText(axes[0].label, 2, 11);
@@ -118,11 +128,19 @@ function drawChart(canvas, history, spanS, left, right) {
   }
 }
 
+// The time axis: the history there is, rounded up to whole minutes (1 to 10 min), so that a young room
+// is not squeezed against the right edge.
+function span(s) {
+  const oldest = s.history.length ? -s.history[0].t_s : 0;
+  return Math.min(s.history_s, Math.max(60, 60 * Math.ceil(oldest / 60)));
+}
+
 function renderCharts(s) {
-  drawChart(document.getElementById("chart-requests"), s.history, s.history_s,
+  const spanS = span(s);
+  drawChart(document.getElementById("chart-requests"), s.history, spanS,
     { label: "请求数", series: [{ key: "running", color: "#2f6fdd" }, { key: "waiting", color: "#d9822b" }] },
     { label: "KV %", max: 100, series: [{ key: "kv_pct", color: "#2a9d5c", dash: [5, 3] }] });
-  drawChart(document.getElementById("chart-rates"), s.history, s.history_s,
+  drawChart(document.getElementById("chart-rates"), s.history, spanS,
     { label: `tokens/s（${s.window_s} s 窗口）`, series: [{ key: "tokens_per_s", color: "#6a3fb5" }] },
     { label: "失败/s", series: [{ key: "failures_per_s", color: "#c0392b", dash: [5, 3] }] });
 }
