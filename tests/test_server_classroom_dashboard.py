@@ -216,3 +216,27 @@ def test_ttft_percentiles_cover_only_the_recent_window_in_wall_milliseconds() ->
     row = _row(room.state(), "a")
     assert row["ttft_count"] == 2 and row["ttft_p50_ms"] == pytest.approx(200.0)  # the 9 s one is too old
     assert row["ttft_p99_ms"] == pytest.approx(100 + 0.99 * 200)
+
+
+def test_in_a_quiet_room_the_page_ttft_is_the_clients(room) -> None:
+    """The page's TTFT (server: request received → first token sent, wall ms) against what a learner's client
+    measures (request sent → first token read) for the same streams: only loopback and parsing apart."""
+    server, keys = room
+    client_ttfts = []
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        for _ in range(7):
+            start = time.perf_counter()
+            with client.stream("POST", "/chat/completions", headers=_key_headers(keys, "learner-03"),
+                               json=BODY) as stream:
+                lines = stream.iter_lines()
+                for line in lines:
+                    if '"content":"' in line and '"content":""' not in line:
+                        client_ttfts.append(time.perf_counter() - start)
+                        break
+                for _ in lines:  # read the stream to its end: a completed request
+                    pass
+    row = _row(_state(server), "learner-03")
+    client_p50_ms = 1000 * sorted(client_ttfts)[3]
+    assert row["ttft_count"] == 7
+    assert row["ttft_p50_ms"] <= client_p50_ms + 1  # the server's interval lies inside the client's
+    assert client_p50_ms - row["ttft_p50_ms"] <= max(15.0, 0.25 * client_p50_ms), (row, client_ttfts)
