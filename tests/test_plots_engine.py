@@ -64,3 +64,17 @@ def test_line_figures_plot_their_inputs():
     labels = [line.get_label() for line in fig.axes[0].lines]
     assert labels == ["A (simulated)", "B (simulated)", "B (article)"]
     assert not any("\u4e00" <= ch <= "\u9fff" for fig_text in _texts(fig) for ch in fig_text)
+
+
+def test_the_itl_tail_axis_reads_in_plain_milliseconds() -> None:
+    """Notebook 05 §5: a log axis spanning less than a decade labels 20, 30 … 80, not "6×10¹"."""
+    import numpy as np
+
+    from helpers.plots.engine import plot_itl_tail
+
+    rng = np.random.default_rng(0)
+    fig = plot_itl_tail({"a": rng.lognormal(-3.5, 0.3, 2000), "b": rng.lognormal(-3.6, 0.15, 2000)})
+    fig.canvas.draw()
+    axis = fig.axes[0]
+    labels = [t.get_text() for t in axis.get_yticklabels() + axis.get_yticklabels(minor=True) if t.get_text()]
+    assert labels and all(label.replace(".", "").isdigit() for label in labels), labels

@@ -136,3 +136,17 @@ def test_calculator_plot_stops_at_the_context_window() -> None:
     lines = estimate_figure(panel.result).axes[0].lines
     context_marks = [ln for ln in lines if "context window" in ln.get_label()]
     assert len(context_marks) == 1 and context_marks[0].get_xdata()[0] == 4096
+
+
+def test_seq_len_and_batch_move_a_doubling_per_notch() -> None:
+    """Notebook 02's sliders: 4096 tokens and a batch of 8 are a few notches away, not a hair's width."""
+    import math
+
+    panel = kv_calculator("llama-2-7b", seq_len=2048)
+    for name, target in (("seq_len", 4096), ("batch_size", 8)):
+        control = panel.controls[name]
+        notches = round((control.max - control.min) / control.step)
+        assert notches <= 12 and float(math.log2(target) - control.min).is_integer()  # a notch, exactly
+        panel.controls[name].value = target
+    assert (panel.result.seq_len, panel.result.batch_size) == (4096, 8)
+    assert isinstance(panel.result.seq_len, int)

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import importlib
 
-from helpers.exercises.check import CheckResult, ChoiceExercise, Exercise, Mistake, NumberExercise
+from helpers.exercises.check import (
+    CheckResult,
+    ChoiceExercise,
+    Exercise,
+    Mistake,
+    NumberExercise,
+    graded_mode,
+)
 
 NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07", "08", "09", "10")
 
@@ -21,4 +28,4 @@ def notebook_exercises(notebook: str) -> tuple[Exercise, ...]:
 
 
 __all__ = ["CheckResult", "ChoiceExercise", "Exercise", "Mistake", "NumberExercise", "NOTEBOOKS",
-           "notebook_exercises"]
+           "graded_mode", "notebook_exercises"]

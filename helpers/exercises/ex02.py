@@ -7,6 +7,7 @@ Expected values come from ``helpers.kvcache`` and ``helpers.kvcache.capacity.pla
 from __future__ import annotations
 
 import json
+import math
 
 from helpers.exercises.check import Mistake, NumberExercise
 from helpers.kvcache import kv_bytes_per_token, kv_cache_bytes
@@ -51,7 +52,7 @@ def _phi4_mistakes(b: float) -> list[Mistake]:
 
 
 check_kv_bytes_per_token = NumberExercise(
-    id="02.1", name="check_kv_bytes_per_token", unit="字节",
+    id="02.1", name="check_kv_bytes_per_token", unit="字节", integer=True,
     prompt=("**练习 02.1 · 一个没见过的模型**\n\n下面是 Phi-4-mini 的 `config.json` 里和 KV cache 有关的"
             "字段（`from helpers import PHI4_MINI_CONFIG` 可以拿到同一个 dict）。按 bf16 计算，**每个 "
             "token** 的 KV cache 占多少**字节**？\n\n```json\n"
@@ -89,7 +90,8 @@ check_batch_kv_gib = NumberExercise(
     hint="先算每 token 字节（`kv_bytes_per_token`），再 × 序列长度 × batch；1 GiB = 2³⁰ 字节。",
 )
 
-FIT_MODEL, FIT_GPU, FIT_LEN, FIT_UTIL = "llama-3-8b", "rtx-4090", 4096, 0.9
+# Not a combination notebook 02 tabulates (its table is every model x GPU at 4096 and 0.9): worked, not read.
+FIT_MODEL, FIT_GPU, FIT_LEN, FIT_UTIL = "llama-3-8b", "rtx-4090", 8192, 0.92
 
 
 def _fit_plan():
@@ -101,24 +103,33 @@ def _fit_mistakes(_: float) -> list[Mistake]:
     per_request = plan.kv_bytes_per_token * plan.tokens_per_request
     no_reserves = plan_capacity(FIT_MODEL, FIT_GPU, max_model_len=FIT_LEN, gpu_memory_utilization=FIT_UTIL,
                                 activation_bytes=0, non_torch_bytes=0)
-    return [
-        Mistake("weights_forgotten", (plan.budget_bytes - plan.activation_bytes - plan.non_torch_bytes)
-                / per_request, "忘了先减去权重：KV 池是显存预算减掉权重（和预留）之后剩下的部分。"),
-        Mistake("utilization_ignored", with_settings(plan, gpu_memory_utilization=1.0).max_concurrency,
-                "用了整张卡的显存；vLLM 只用 gpu_memory_utilization（0.9）那一份。"),
-        Mistake("reserves_forgotten", no_reserves.max_concurrency,
+    floor = math.floor
+    mistakes = [
+        Mistake("weights_forgotten", floor((plan.budget_bytes - plan.activation_bytes - plan.non_torch_bytes)
+                                           / per_request),
+                "忘了先减去权重：KV 池是显存预算减掉权重（和预留）之后剩下的部分。"),
+        Mistake("utilization_ignored", floor(with_settings(plan, gpu_memory_utilization=1.0).max_concurrency),
+                f"用了整张卡的显存；vLLM 只用 gpu_memory_utilization（{FIT_UTIL}）那一份。"),
+        Mistake("reserves_forgotten", floor(no_reserves.max_concurrency),
                 "忘了激活峰值和非 PyTorch 显存的预留（`plan.activation_bytes`、`plan.non_torch_bytes`）。"),
     ]
+    if round(plan.max_concurrency) != floor(plan.max_concurrency):
+        mistakes.append(Mistake("rounded", round(plan.max_concurrency),
+                                f"四舍五入了：KV 池只够 {plan.max_concurrency:.2f} 条，最后那一条放不完整，"
+                                "同时放下的请求只能向下取整。"))
+    seen = {floor(plan.max_concurrency)}  # a value two mistakes share is named after the first
+    return [m for m in mistakes if not (m.value in seen or seen.add(m.value))]
 
 
 check_requests_that_fit = NumberExercise(
-    id="02.3", name="check_requests_that_fit", unit="条", rel_tol=0.0, abs_tol=0.5,
-    prompt=("**练习 02.3 · 这张卡能放下几条 4k 请求**\n\n按 vLLM 的规则（第 5 节），Llama-3-8B（fp16）放在 "
+    id="02.3", name="check_requests_that_fit", unit="条", integer=True,
+    prompt=("**练习 02.3 · 这张卡能放下几条长请求**\n\n按 vLLM 的规则（第 5 节），Llama-3-8B（fp16）放在 "
             f"RTX 4090 上，`gpu_memory_utilization={FIT_UTIL}`、`max_model_len={FIT_LEN}`，"
-            "KV 池能同时放下几条满长度（4096 token）的请求？先手算，再用 `plan_capacity` 核对。"),
-    expected=lambda: _fit_plan().max_concurrency, mistakes=_fit_mistakes,
+            f"KV 池能同时放下几条满长度（{FIT_LEN} token）的请求（整数）？先手算，再用 `plan_capacity` 核对"
+            "（第 5 节的表是 4096 token、0.9 的，不是这一题的答案）。"),
+    expected=lambda: math.floor(_fit_plan().max_concurrency), mistakes=_fit_mistakes,
     hint="KV 池 = 显存 × gpu_memory_utilization − 权重 − 激活峰值 − 非 PyTorch 预留；再 ÷ 一条请求的 KV "
-         "字节。",
+         "字节，放不完整的那一条不算。",
 )
 
 EXERCISES = (check_kv_bytes_per_token, check_batch_kv_gib, check_requests_that_fit)

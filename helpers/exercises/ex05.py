@@ -16,7 +16,7 @@ BLOCK_SIZE, PROMPT_TOKENS, OUTPUT_TOKENS = 16, 1000, 250
 
 
 check_blocks_per_request = NumberExercise(
-    id="05.1", name="check_blocks_per_request", unit="块", rel_tol=0.0, abs_tol=0.01,
+    id="05.1", name="check_blocks_per_request", unit="块", integer=True,
     prompt=(f"**练习 05.1 · 一条请求占几个 KV 块**\n\n`block_size = {BLOCK_SIZE}`。一条 prompt"
             f" {PROMPT_TOKENS} token、输出 {OUTPUT_TOKENS} token 的请求，生成完最后一个 token 时，在分页"
             f" KV cache 里占几个块？"),
@@ -80,7 +80,7 @@ CHUNK_BUDGET, LONG_PROMPT = 2048, 10000
 
 
 check_chunked_prefill_steps = NumberExercise(
-    id="05.3", name="check_chunked_prefill_steps", unit="步", rel_tol=0.0, abs_tol=0.01,
+    id="05.3", name="check_chunked_prefill_steps", unit="步", integer=True,
     prompt=(f"**练习 05.3 · 分块预填充要几步**\n\n打开 chunked prefill，`max_num_batched_tokens ="
             f" {CHUNK_BUDGET}`（vLLM 0.32.0 在 A100 上的 `vllm serve` 默认值："
             "`EngineArgs.get_batch_defaults`，vllm/engine/arg_utils.py）。引擎里只有一条"

@@ -31,7 +31,7 @@ check_base_url = ChoiceExercise(
 )
 
 check_wrong_key_status = NumberExercise(
-    id="07.2", name="check_wrong_key_status", rel_tol=0.0, abs_tol=0.0,
+    id="07.2", name="check_wrong_key_status", integer=True,
     prompt="**练习 07.2 · Key 错了**\n\nAPI Key 填错（或者多了空格）时，服务器返回哪个 HTTP 状态码？（整数）",
     expected=lambda: 401,
     mistakes=lambda code: [

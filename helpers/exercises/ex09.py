@@ -133,22 +133,45 @@ def _probe_table(config: str) -> str:
             f"|---|---|---|---|\n{rows}")
 
 
+def _search_winner() -> str:
+    x, y = _max_rate_within_slo("X"), _max_rate_within_slo("Y")
+    return "A" if x > y else "B" if y > x else "C"
+
+
+def _search_fact(config: str) -> str:
+    """How far ``config`` goes within the SLO and what the next probe breaks, from the probes."""
+    best = _max_rate_within_slo(config)
+    text = f"配置 {config} 满足 SLO 的最高一档是 {best:g} 个/秒"
+    above = [p for p in SEARCH_PROBES[config] if p["request_rate"] > best and SEARCH_SLO.failures(p)]
+    if above:
+        p = above[0]
+        broken = "、".join(f"P99 {m.upper()} {p[f'p99_{m}_ms']:g} ms > {SEARCH_SLO.limits_ms()[m]:g} ms"
+                          for m in SEARCH_SLO.failures(p))
+        text += f"（{p['request_rate']:g} 个/秒 那一档 {broken}）"
+    return text
+
+
+def _search_wrong() -> dict[str, str]:
+    facts = f"{_search_fact('X')}；{_search_fact('Y')}。"
+    peaks = {c: max(SEARCH_PROBES[c], key=lambda p: p["output_throughput"]) for c in SEARCH_PROBES}
+    by_peak = max(peaks, key=lambda c: peaks[c]["output_throughput"])
+    misled = ""
+    if SEARCH_SLO.failures(peaks[by_peak]):
+        p = peaks[by_peak]
+        misled = (f"配置 {by_peak} 的峰值吞吐 {p['output_throughput']:g} tokens/s 出现在 "
+                  f"{p['request_rate']:g} 个/秒，那一档已经不满足 SLO：比较的应该是 SLO 之内的负载。")
+    return {"A": misled * (by_peak == "X") + facts, "B": misled * (by_peak == "Y") + facts,
+            "C": "两个配置在 SLO 之内走得不一样远：" + facts}
+
+
 check_slo_search_winner = ChoiceExercise(
     id="09.3", name="check_slo_search_winner",
     prompt=(f"**练习 09.3 · 读 SLO 搜索**\n\n两个配置在同一张卡、同一负载上做了请求速率的 SLO 搜索"
             f"（`from helpers import SEARCH_PROBES`），SLO 是 {SEARCH_SLO.describe()}。在 SLO 之内，"
             f"哪个配置能服务更多的请求/秒？\n\n{_probe_table('X')}\n\n{_probe_table('Y')}"),
-    options={
-        "A": "配置 X：它的峰值 output_throughput 更高",
-        "B": "配置 Y：它满足 SLO 的最高 request_rate 更高",
-        "C": "配置 X：它在 3 个/秒 那一档的 P99 TTFT 仍然 ≤ 1000 ms",
-    },
-    correct="B" if _max_rate_within_slo("Y") > _max_rate_within_slo("X") else "A",
-    wrong={
-        "A": "峰值吞吐出现在大多数请求已经不满足 SLO 的负载上：比较的应该是 SLO 之内的负载。",
-        "C": "只看了 TTFT：SLO 的每一个上限都要满足，还要看 P99 TPOT。",
-    },
-    hint="对每个配置，找出所有上限都满足（含等号）的最高那一档 request_rate，再比较两者。",
+    options={"A": "配置 X", "B": "配置 Y", "C": "两个一样多"},
+    correct=_search_winner, wrong=_search_wrong,
+    hint="对每个配置，找出所有上限都满足（含等号）的最高那一档 request_rate，再比较两者；峰值吞吐不算数。",
 )
 
 EXERCISES = (check_goodput, check_usd_per_million_output, check_slo_search_winner)

@@ -75,16 +75,42 @@ check_expected_tokens_per_step = NumberExercise(
 )
 
 FIT_GPU, FIT_UTILIZATION, FIT_MAX_MODEL_LEN = "rtx-4090", 0.92, 4096
+FIT_LETTERS = {(True, True): "A", (False, True): "B", (False, False): "C", (True, False): "D"}  # (fp16, awq)
 
 
-def _fits(weight_dtype: str) -> bool:
+def _fit_plan(weight_dtype: str):
     from helpers.kvcache.capacity import plan_capacity
 
     return plan_capacity(AWQ_MODEL, FIT_GPU, gpu_memory_utilization=FIT_UTILIZATION,
-                         max_model_len=FIT_MAX_MODEL_LEN, weight_dtype=weight_dtype).fits
+                         max_model_len=FIT_MAX_MODEL_LEN, weight_dtype=weight_dtype)
 
 
-_FIT_LETTER = {(True, True): "A", (False, True): "B", (False, False): "C"}
+def _fit_letter() -> str:
+    return FIT_LETTERS[(_fit_plan("fp16").fits, _fit_plan("awq-int4").fits)]
+
+
+def _fit_fact(weight_dtype: str) -> str:
+    """What the plan says for one weight format, in numbers (the reason an option is right or wrong)."""
+    plan = _fit_plan(weight_dtype)
+    name = {"fp16": "FP16", "awq-int4": "AWQ int4"}[weight_dtype]
+    head = (f"{name} 权重 {plan.weights_bytes / GIB:.1f} GiB，显存预算（× {FIT_UTILIZATION}）"
+            f"{plan.budget_bytes / GIB:.1f} GiB")
+    if plan.fits:
+        return (f"{head}，放下权重和预留之后 KV 池还有 {plan.kv_pool_bytes / GIB:.1f} GiB，够 "
+                f"{plan.max_concurrency:.1f} 条 {FIT_MAX_MODEL_LEN} token 的请求：装得下")
+    return f"{head}，放下权重和预留之后连一条 {FIT_MAX_MODEL_LEN} token 请求的 KV 都放不下：装不下"
+
+
+def _fit_wrong() -> dict[str, str]:
+    claims = {letter: combo for combo, letter in FIT_LETTERS.items()}
+    actual = (_fit_plan("fp16").fits, _fit_plan("awq-int4").fits)
+    out = {}
+    for letter, claim in claims.items():
+        pairs = zip(("fp16", "awq-int4"), claim, actual)
+        wrong_about = [dtype for dtype, said, true in pairs if said != true]
+        out[letter] = "；".join(_fit_fact(dtype) for dtype in wrong_about) + "。"
+    return out
+
 
 check_fits_4090 = ChoiceExercise(
     id="10.3", name="check_fits_4090",
@@ -96,13 +122,9 @@ check_fits_4090 = ChoiceExercise(
         "A": "FP16 权重和 AWQ int4 权重都装得下",
         "B": "只有 AWQ int4 权重装得下",
         "C": "两个都装不下",
+        "D": "只有 FP16 权重装得下",
     },
-    correct=_FIT_LETTER[(_fits("fp16"), _fits("awq-int4"))],
-    wrong={
-        "A": "FP16 每个参数 2 字节：13B 参数的权重本身就比整张卡的显存还大。",
-        "C": "4 位权重加上 scale 和 16 位的嵌入也只有 FP16 的三成左右，剩下的显存足够一个 4096 token 的"
-             " KV 池。",
-    },
+    correct=_fit_letter, wrong=_fit_wrong,
     hint="先算两种权重各多少 GiB，和 24564 MiB × 0.92 比；再想剩下的够不够一条 4096 token 请求的 KV。",
 )
 

@@ -4,9 +4,12 @@
 ``source/inference-lab/`` holds the notebooks with each answer cell as an nbgrader solution cell (the
 solution from ``helpers.exercises.solutions`` between ``### BEGIN SOLUTION`` / ``### END SOLUTION``)
 followed by a locked, graded test cell that asserts the check passed (its message, in Chinese, becomes the
-feedback), and ``nbgrader_config.py`` makes the student stub our own ``answer = ...  # 在这里填写``. Then,
-in COURSE_DIR: ``nbgrader generate_assignment inference-lab`` (student version without solutions), collect
-the submissions, ``nbgrader autograde inference-lab``, ``nbgrader generate_feedback inference-lab``
+feedback), and ``nbgrader_config.py`` makes the student stub our own ``answer = ...  # 在这里填写`` and has
+autograde run the notebooks in the kernel ``inference-lab`` (the course's .venv: ``make grader`` installs
+nbgrader and that kernelspec there; a kernel without numpy and helpers would score every test 0). The 练习
+section opens with a locked cell that switches graded mode on (``check_x.expected()`` gives nothing away).
+Then, in COURSE_DIR: ``nbgrader generate_assignment inference-lab`` (student version without solutions),
+collect the submissions, ``nbgrader autograde inference-lab``, ``nbgrader generate_feedback inference-lab``
 (docs/workshop.md). nbgrader itself is only needed on the instructor's machine; nothing here imports it.
 """
 from __future__ import annotations
@@ -20,12 +23,17 @@ from helpers.exercises import NOTEBOOKS
 from helpers.exercises.cells import ANSWER_LINE, MARK, notebook_number, with_exercises
 
 ASSIGNMENT = "inference-lab"
+KERNEL = "inference-lab"  # the kernelspec `make grader` installs into .venv (this venv's Python)
 CONFIG = f"""\
 # nbgrader configuration written by `python -m helpers.exercises.graded` (Inference Lab).
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = "inference-lab"
 c.ClearSolutions.code_stub = {{"python": {ANSWER_LINE!r}}}
+# autograde runs every notebook in the course's own environment (`make grader` installs this kernelspec)
+c.ExecutePreprocessor.kernel_name = {KERNEL!r}
+c.ExecutePreprocessor.timeout = 300
 """
+GRADED_MODE = "from helpers.exercises import graded_mode\n\ngraded_mode()  # 评分模式：检查函数不公开参考答案"
 
 
 def _nbgrader(grade_id: str, *, solution: bool, points: int = 0) -> dict[str, Any]:
@@ -41,6 +49,10 @@ def nbgrader_source(nb: dict[str, Any], notebook: str) -> dict[str, Any]:
     cells: list[dict[str, Any]] = []
     for cell in with_exercises(nb, notebook)["cells"]:
         meta = cell.get("metadata", {}).get(MARK, {})
+        if meta.get("exercise") == "import":  # graded mode first, then the checks' import
+            cells.append({"cell_type": "code", "execution_count": None, "id": f"{cell['id']}-graded",
+                          "metadata": {"nbgrader": _nbgrader("graded_mode", solution=False)},
+                          "outputs": [], "source": GRADED_MODE.splitlines(keepends=True)})
         if meta.get("role") != "answer":
             cells.append(cell)
             continue

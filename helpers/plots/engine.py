@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from helpers.engine.trace import BlockSnapshot
 
@@ -131,8 +132,13 @@ def plot_itl_tail(itls_s: Mapping[str, np.ndarray], *, figsize: tuple[float, flo
         values = np.percentile(np.asarray(itl) * 1000, q)
         ax.plot(q, values, label=f"{label}: P99 {np.percentile(np.asarray(itl) * 1000, 99):.0f} ms")
     ax.set_yscale("log")
+    # plain milliseconds on the log axis (20, 50, 100 ...), never "6×10¹"
+    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(2, 5)))
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel("percentile of inter-token gaps")
-    ax.set_ylabel("ITL (ms)")
+    ax.set_ylabel("ITL (ms, log scale)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     plt.close(fig)

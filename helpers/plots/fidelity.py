@@ -26,7 +26,8 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *, target_med
     by metric (tokens/s, ms), so read distance from the line, not position. The band and the lines are the
     targets of ``helpers.lessons.fidelity`` (``TARGET_MEDIAN_ABS_ERROR``, ``TARGET_MAX_RATIO``)."""
     n = len(comparisons)
-    fig, axes = plt.subplots(1, n, figsize=figsize or (5.2 * n, 5), squeeze=False)
+    # sized to a notebook's width (about 10 in) so that the text is read at its size, not shrunk
+    fig, axes = plt.subplots(1, n, figsize=figsize or (3.6 * n, 4.4), squeeze=False, sharey=True)
     values = np.concatenate([np.r_[c["published"], c["simulated"]] for c in comparisons.values()])
     lo, hi = values.min() / 3, values.max() * 3
     line = np.geomspace(lo, hi, 50)
@@ -46,17 +47,17 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *, target_med
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_xlabel("published (tokens/s or ms)")
-        ax.set_ylabel("simulated")
+        ax.set_xlabel("published (tokens/s or ms)", fontsize=11)
+        ax.tick_params(labelsize=10)
         median = float(np.median(np.abs(comp["error"])))
         held = comp.loc[comp["split"] == "held_out", "error"]
         held_text = f", held out {float(np.median(np.abs(held))):.0%}" if len(held) else ""
-        ax.set_title(f"{title}\nmedian |error| {median:.0%} (all rows){held_text}", fontsize=10)
+        ax.set_title(f"{title}\nmedian |error| {median:.0%} (all rows){held_text}", fontsize=11)
+    axes[0][0].set_ylabel("simulated", fontsize=11)
     legend: dict[str, Any] = {}  # one legend for all panels, below them, so that it hides no point
     for ax in axes[0]:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=5, fontsize=8,
-               frameon=False)
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
+    fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=4, fontsize=10, frameon=False)
     plt.close(fig)
     return fig

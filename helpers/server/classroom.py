@@ -10,27 +10,29 @@ the engine and the routes are untouched):
   more waiting for a slot; beyond that the request gets 429 with Retry-After, so one runaway loop cannot
   fill the room's queue. A request without a known key gets 401.
 * ``/metrics`` gains per-learner lines (``inference_lab_learner_*{learner="learner-07"}``) after the mock's
-  vLLM metrics; ``/dashboard`` serves ``helpers/server/dashboard/`` (static HTML + JS polling ``/metrics``).
+  vLLM metrics; ``/dashboard`` serves ``helpers/server/dashboard/`` (static HTML + JS polling
+  ``/dashboard/state.json``, which ``helpers.server.room`` computes: outcomes by kind, sliding windows,
+  who needs help first, the last ten minutes).
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hmac
+import json
 import os
 import re
 import secrets
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from starlette.responses import FileResponse, Response
 
+from helpers.server.driver import SUBMITTER
 from helpers.server.errors import OpenAIError, invalid_api_key, rate_limited
+from helpers.server.room import LearnerStats, Room, outcome
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -43,6 +45,7 @@ RETRY_AFTER_S = 1.0
 _COMPLETIONS = re.compile(r"^(/api)?/v1/(chat/)?completions$")
 _MODELS = re.compile(r"^(/api)?/v1/models$")
 _CONTENT = re.compile(rb'"(?:content|text)":"(?!")')  # a chunk that carries text (not the role-only chunk)
+_STREAM_ERROR = re.compile(rb'(?:^|\n)data: \{"error":')  # an error event inside a 200 stream
 
 
 def load_or_create_keys(path: str | Path, count: int) -> tuple[dict[str, str], bool]:
@@ -73,18 +76,6 @@ def load_or_create_keys(path: str | Path, count: int) -> tuple[dict[str, str], b
     return keys, True
 
 
-@dataclass
-class LearnerStats:
-    """One learner's counters; ``ttft_s`` keeps the latest streamed requests' wall-clock TTFTs."""
-
-    running: int = 0
-    waiting: int = 0
-    admitted: int = 0
-    completed: int = 0
-    rejected: int = 0
-    ttft_s: deque[float] = field(default_factory=lambda: deque(maxlen=200))
-
-
 class FairShare:
     """Per-learner caps: ``max_running`` requests in the engine, ``max_waiting`` more queued for a slot."""
 
@@ -101,7 +92,6 @@ class FairShare:
         stats = self.stats[label]
         slot = self._slots.setdefault(label, asyncio.Semaphore(self.max_running))
         if slot.locked() and stats.waiting >= self.max_waiting:
-            stats.rejected += 1
             raise rate_limited(
                 f"{label} already has {stats.running} requests running and {stats.waiting} waiting (the "
                 f"classroom limit per learner is {self.max_running} + {self.max_waiting}). Retry after "
@@ -115,27 +105,9 @@ class FairShare:
         stats.admitted += 1
         try:
             yield stats
-            stats.completed += 1
         finally:
             stats.running -= 1
             slot.release()
-
-    def render(self) -> str:
-        """Prometheus text: one sample per learner and metric (TTFT in wall-clock seconds)."""
-        out: list[str] = []
-        kinds = {"running": "gauge", "waiting": "gauge", "admitted": "counter", "completed": "counter",
-                  "rejected": "counter"}
-        for name, kind in kinds.items():
-            metric = f"inference_lab_learner_requests_{name}" + ("_total" if kind == "counter" else "")
-            out.append(f"# TYPE {metric} {kind}")
-            out += [f'{metric}{{learner="{label}"}} {getattr(s, name)}' for label, s in self.stats.items()]
-        out.append("# TYPE inference_lab_learner_ttft_wall_seconds gauge")
-        for label, s in self.stats.items():
-            if s.ttft_s:
-                for q, value in zip((0.5, 0.99), np.percentile(list(s.ttft_s), [50, 99]).tolist()):
-                    out.append(f'inference_lab_learner_ttft_wall_seconds{{learner="{label}",quantile="{q}"}} '
-                               f"{value:.6f}")
-        return "\n".join(out) + "\n"
 
 
 def _bearer(scope: Scope) -> str:
@@ -153,6 +125,12 @@ class ClassroomApp:
         self.app, self.share = app, share
         self._keys = keys
         self.state = getattr(app, "state", None)  # launchers read app.state.mock
+        self.room = Room(share.stats, self._drivers, max_running=share.max_running,
+                         max_waiting=share.max_waiting)
+        self._sampler: asyncio.Task | None = None
+
+    def _drivers(self) -> list[Any]:
+        return list(getattr(getattr(self.state, "mock", None), "drivers", []))
 
     def label(self, key: str) -> str | None:
         """The learner a key belongs to (constant-time comparison against every key)."""
@@ -164,8 +142,17 @@ class ClassroomApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if scope["type"] == "lifespan":
+            await self.app(scope, self._lifespan(receive), send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        self._start_sampler()  # served without lifespan events (tests): sample from the first request on
+        if path == "/dashboard/state.json":
+            body = json.dumps(self.room.state(), ensure_ascii=False).encode()
+            await Response(body, media_type="application/json",
+                           headers={"Cache-Control": "no-store"})(scope, receive, send)
         elif path in ("/dashboard", "/dashboard/") or path.startswith("/dashboard/"):
             await self._dashboard(path)(scope, receive, send)
         elif path == "/metrics":
@@ -173,6 +160,7 @@ class ClassroomApp:
         elif _COMPLETIONS.match(path) or _MODELS.match(path):
             label = self.label(_bearer(scope))
             if label is None:
+                self.room.unknown_key += 1
                 await invalid_api_key().to_response()(scope, receive, send)
             elif _MODELS.match(path):
                 await self.app(scope, receive, send)
@@ -181,22 +169,68 @@ class ClassroomApp:
         else:
             await self.app(scope, receive, send)
 
+    def _lifespan(self, receive: Receive) -> Receive:
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._start_sampler()
+            elif message["type"] == "lifespan.shutdown" and self._sampler is not None:
+                self._sampler.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._sampler
+                self._sampler = None
+            return message
+        return watched
+
+    def _start_sampler(self) -> None:
+        if self._sampler is None:
+            self._sampler = asyncio.get_running_loop().create_task(self.room.run(), name="classroom-room")
+
     async def _complete(self, label: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Forward one completion request under ``label``'s fair share and record how it ended."""
+        stats = self.share.stats[label]
+        start = time.perf_counter()
+        status: int | None = None
+        first = finished = stream_error = gone = False
+        streamed = False  # TTFT only for streams: a whole JSON body has no first token to time
+
+        async def watched_receive() -> Message:
+            nonlocal gone
+            message = await receive()
+            # after the last body part the server answers every receive with a disconnect: not an abort
+            gone = gone or (message["type"] == "http.disconnect" and not finished)
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal status, first, finished, stream_error, streamed
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                streamed = any(k == b"content-type" and v.startswith(b"text/event-stream")
+                               for k, v in message.get("headers", []))
+            elif message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                if not first and streamed and status == 200 and _CONTENT.search(body):
+                    stats.ttfts.append((time.monotonic(), time.perf_counter() - start))
+                    first = True
+                stream_error = stream_error or bool(_STREAM_ERROR.search(body))
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
+
+        submitter = SUBMITTER.set(label)
         try:
-            async with self.share.admit(label) as stats:
-                start, first = time.perf_counter(), True
-
-                async def timed_send(message: Message) -> None:
-                    nonlocal first
-                    if first and message["type"] == "http.response.body" and _CONTENT.search(
-                            message.get("body", b"")):
-                        stats.ttft_s.append(time.perf_counter() - start)
-                        first = False
-                    await send(message)
-
-                await self.app(scope, receive, timed_send)
-        except OpenAIError as exc:
-            await exc.to_response()(scope, receive, send)
+            async with self.share.admit(label):
+                await self.app(scope, watched_receive, tracked_send)
+        except OpenAIError as exc:  # the fair share's 429
+            await exc.to_response()(scope, receive, tracked_send)
+        except BaseException:
+            if status is None and not gone:
+                status = 500  # uvicorn answers an exception with a 500
+            raise
+        finally:
+            SUBMITTER.reset(submitter)
+            stats.record(outcome(status, finished=finished and not gone, stream_error=stream_error),
+                         time.monotonic())
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         parts: list[bytes] = []
@@ -209,7 +243,7 @@ class ClassroomApp:
                 parts.append(message.get("body", b""))
 
         await self.app(scope, receive, capture)
-        body = b"".join(parts) + self.share.render().encode()
+        body = b"".join(parts) + self.room.render_prometheus().encode()
         headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
         await send({"type": "http.response.start", "status": start.get("status", 200),
                     "headers": [*headers, (b"content-length", str(len(body)).encode())]})

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from helpers.engine import LLMEngine, Request
@@ -26,6 +28,9 @@ log = logging.getLogger(__name__)
 FINISHED = object()  # queue item: the engine produced the last token
 MAX_BURST_S = 0.002  # a late loop runs overdue steps back to back for at most this long before yielding
 MAX_CONSECUTIVE_FAILURES = 3  # failing steps in a row (no step succeeding between) before the driver gives up
+# Who is submitting: a wrapper (the classroom, server/classroom.py) sets it around the request it forwards,
+# so the driver can say per learner what is running, waiting and how many tokens came out. None: nobody said.
+SUBMITTER: ContextVar[str | None] = ContextVar("inference_lab_submitter", default=None)
 
 
 @dataclass(slots=True)
@@ -44,6 +49,7 @@ class Stream:
     last_token_s: float | None = None
     num_received: int = 0
     finished: bool = False
+    submitter: str | None = None  # SUBMITTER at submit time
 
 
 class TimingObserver:
@@ -78,6 +84,7 @@ class EngineDriver:
         self._t0 = 0.0
         self._last_yield_s = 0.0
         self._task: asyncio.Task | None = None
+        self.tokens_by_submitter: Counter[str] = Counter()  # output tokens delivered, per SUBMITTER
 
     # lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -109,7 +116,8 @@ class EngineDriver:
 
     def submit(self, request_id: str, prompt_token_ids: list[int], max_tokens: int) -> Stream:
         """Queue a request for the next step boundary and return the stream its tokens arrive on."""
-        stream = Stream(request_id, prompt_token_ids, max_tokens, self.virtual_now())
+        stream = Stream(request_id, prompt_token_ids, max_tokens, self.virtual_now(),
+                        submitter=SUBMITTER.get())
         if self.failure is not None:
             stream.queue.put_nowait(RuntimeError(self.failure))
             return stream
@@ -128,6 +136,20 @@ class EngineDriver:
         if stream in self._pending:
             self._pending.remove(stream)
         self._wake.set()
+
+    def requests_by_submitter(self) -> tuple[Counter[str], Counter[str]]:
+        """``(running, waiting)`` per SUBMITTER, as vLLM counts them: running = in the engine's batch;
+        waiting = not yet admitted at a step boundary, or in the engine's waiting queue (preempted too)."""
+        streams = self._streams
+        sched = self.engine.scheduler
+
+        def count(request_ids) -> Counter[str]:
+            found = (streams.get(rid) for rid in request_ids)
+            return Counter(s.submitter for s in found if s is not None and s.submitter is not None)
+
+        waiting = count(seq.request_id for seq in sched.waiting)
+        waiting.update(s.submitter for s in self._pending if s.submitter is not None)
+        return count(seq.request_id for seq in sched.running), waiting
 
     # the loop ----------------------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -214,6 +236,8 @@ class EngineDriver:
                 stream.first_token_s = t_s
             stream.last_token_s = t_s
             stream.num_received += count
+            if stream.submitter is not None:
+                self.tokens_by_submitter[stream.submitter] += count
             stream.queue.put_nowait((count, t_s))
         for request_id in finished:
             stream = streams.pop(request_id, None)

@@ -7,6 +7,7 @@ and read ``panel.result`` without a browser.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -209,10 +210,18 @@ class KVCalculator(Panel):
 
 
 def _compute_estimate(preset: str, num_layers: int, num_attention_heads: int, num_kv_heads: int,
-                      head_dim: int, seq_len: int, batch_size: int, dtype: str) -> KVEstimate:
+                      head_dim: int, seq_len: float, batch_size: float, dtype: str) -> KVEstimate:
+    seq_len, batch_size = round(seq_len), round(batch_size)  # the log sliders hold floats
     spec = edited_model(load_model(preset), num_layers, num_attention_heads, num_kv_heads, head_dim)
     return KVEstimate(spec, seq_len, batch_size, dtype, kv_bytes_per_token(spec, dtype),
                       kv_cache_bytes(spec, seq_len, batch_size=batch_size, dtype=dtype))
+
+
+def _doubling_slider(value: int, lowest: int, highest: int, description: str,
+                     options: dict[str, Any]) -> widgets.FloatLogSlider:
+    """A slider on a log-2 scale with a notch per doubling, showing whole numbers."""
+    return widgets.FloatLogSlider(value=value, base=2, min=math.log2(lowest), max=math.log2(highest), step=1,
+                                  readout_format=",.0f", description=description, **options)
 
 
 def kv_calculator(preset: str = "llama-2-7b", *, seq_len: int = 2048, batch_size: int = 1,
@@ -234,9 +243,10 @@ def kv_calculator(preset: str = "llama-2-7b", *, seq_len: int = 2048, batch_size
                                          value=model.num_kv_heads, description="KV heads", style=_STYLE),
         "head_dim": widgets.IntSlider(min=16, max=256, step=16, value=model.head_dim, description="head_dim",
                                       **slider),
-        "seq_len": widgets.IntSlider(min=128, max=MAX_TOKENS, step=128, value=seq_len, description="seq_len",
-                                     **slider),
-        "batch_size": widgets.IntSlider(min=1, max=256, value=batch_size, description="batch", **slider),
+        # lengths and batches span orders of magnitude: one notch per doubling (128 … 128 K, 1 … 256), so
+        # 4096 or a batch of 8 are a few notches away; any other value can be typed into the readout
+        "seq_len": _doubling_slider(seq_len, 128, MAX_TOKENS, "seq_len", slider),
+        "batch_size": _doubling_slider(batch_size, 1, 256, "batch", slider),
         "dtype": widgets.ToggleButtons(options=list(DTYPE_BYTES), value=dtype, description="dtype",
                                        style=_STYLE),
     }
