@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -186,7 +186,8 @@ class Target:
     @property
     def settings(self) -> Settings:
         """The same connection as ``Settings`` (for ``make_client``, ``diagnose``)."""
-        backend = "taotoken" if self.kind == "taotoken" else "mock"
+        backend: Literal["mock", "taotoken", "vllm"] = (
+            "taotoken" if self.kind == "taotoken" else "vllm" if self.kind == "vllm-local" else "mock")
         key = None if self.api_key == MOCK_API_KEY else self.api_key
         return Settings(backend=backend, base_url=self.base_url, model=self.model, api_key=key,
                         source=self.kind, shared=self.kind == "room")

@@ -58,6 +58,7 @@ def plot_sim_vs_published(comparisons: Mapping[str, pd.DataFrame], *, target_med
     for ax in axes[0]:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     fig.tight_layout(rect=(0, 0.17, 1, 1))
-    fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=4, fontsize=10, frameon=False)
+    fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=4, fontsize=10,
+               frameon=False)
     plt.close(fig)
     return fig
