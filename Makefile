@@ -125,13 +125,14 @@ $(VLLM_STAMP): requirements-vllm.txt
 
 # Real vLLM's tests (tests/vllm): the tiny model, servers with configs A and B, the facts the course states about
 # vLLM, the engine against vLLM's own scheduler, the mock against vLLM on the wire; and notebook 12 in full
-# (`make test` runs it without vLLM); then notebooks 00 and 04 measuring the local vLLM (INFERENCE_LAB_BACKEND=vllm).
+# (`make test` runs it without vLLM); then notebook 00 measuring the local vLLM (INFERENCE_LAB_BACKEND=vllm; 04 and
+# 06 run there too, but their wall-clock asserts on a real server are not for a busy CI machine).
 # Run by the course venv's pytest.
 vllm-test: install vllm
 	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 \
 	  $(PY) -m pytest tests/vllm notebooks/12_real_vllm.ipynb --durations=10
 	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 INFERENCE_LAB_BACKEND=vllm \
-	  $(PY) -m pytest notebooks/00_setup_and_first_request.ipynb notebooks/04_streaming_ttft_tps.ipynb
+	  $(PY) -m pytest notebooks/00_setup_and_first_request.ipynb
 
 # The vLLM part of an offline workshop's wheelhouse (every wheel of .venv-vllm): `make vllm OFFLINE=1` then needs no network.
 wheelhouse-vllm:
