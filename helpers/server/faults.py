@@ -56,7 +56,7 @@ _FORMS = (
 
 
 def _invalid(header: str, why: str) -> OpenAIError:
-    return bad_request(f"X-Mock-Fault {header!r}: {why}. {_FORMS}", code="invalid_fault")
+    return bad_request(f"X-Mock-Fault {header!r}: {why}. {_FORMS}")
 
 
 def parse_fault(header: str) -> Fault:

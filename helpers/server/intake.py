@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from helpers.server.errors import bad_request, request_too_large
+from helpers.server.errors import SCHEMA_ERROR, bad_request, request_too_large
 from helpers.server.schemas import ChatCompletionRequest, CompletionRequest, parse_request
 from helpers.server.tokenizer import encode, encode_chat, message_text
 
@@ -74,7 +74,7 @@ def check_json(request: Request) -> None:
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != "application/json":
         got = media_type or "none"
-        raise bad_request(f"{_NOT_JSON} (got Content-Type {got!r}).", code="invalid_content_type")
+        raise bad_request(f"1 validation error:\n  {_NOT_JSON}", type=SCHEMA_ERROR)  # vLLM's words, no more
 
 
 async def read_request(
