@@ -198,7 +198,7 @@ class CompletionRequest(_Sampling):
         if isinstance(prompt, list) and isinstance(prompt[0], int):
             bad = next((i for i in prompt if not 0 <= i < VOCAB_SIZE), None)
             if bad is not None:  # vLLM's message (vllm/v1/engine/input_processor.py, _validate_model_input)
-                raise ValueError(f"Token id {bad} is out of vocabulary (the ids are 0..{VOCAB_SIZE - 1})")
+                raise _FieldError("prompt", f"Token id {bad} is out of vocabulary (the ids are 0..{VOCAB_SIZE - 1})")
         return prompt
 
 
