@@ -15,7 +15,7 @@ by ``tests/vllm/test_wire_parity.py``): the error bodies of ``helpers.server.err
 and a prompt plus ``max_tokens`` past the context is served with ``max_tokens`` cut to what is left
 (``get_max_tokens``, ``vllm/entrypoints/serve/utils/api_utils.py``); a stream puts the finish reason on its last
 content chunk, then the usage chunk (``choices: []``), then ``[DONE]``; ``usage.prompt_tokens_details`` is
-``{"cached_tokens", "created_cache_tokens"}`` on every answer (what that flag gives; without it vLLM sends no
+``{"cached_tokens", "created_cache_tokens", "multimodal_tokens"}`` on every answer (what that flag gives; without it vLLM sends no
 ``prompt_tokens_details`` at all, which a client must read as "the server did not say", not as 0).
 
 Deliberate differences from vLLM 0.32.0:
@@ -32,7 +32,11 @@ Deliberate differences from vLLM 0.32.0:
 - requests vLLM serves but the mock refuses with a 400 naming the field: ``n`` > 1, ``echo``, structured
   ``response_format``, ``tools`` with a tool choice (``helpers.server.schemas``); its schema messages are
   pydantic's, worded by the mock, with vLLM's ``type`` (``Bad Request``) and ``param``;
-- ``/v1/models`` cards carry ``owned_by: inference-lab-mock``.
+- ``/v1/models`` cards carry ``owned_by: inference-lab-mock``; a body has no ``metrics``, ``ec_transfer_params``,
+  ``kv_transfer_params``, ``prompt_logprobs``, ``prompt_token_ids``, ``system_fingerprint``, ``service_tier``
+  (vLLM's extensions and OpenAI's optional fields, mostly ``null``);
+- an unknown path is vLLM's ``404 {"detail": "Not Found"}``, a wrong method ``405 {"detail": "Method Not
+  Allowed"}`` (Starlette's answer, as vLLM's), so the mock's own hint on the right paths is gone.
 """
 from __future__ import annotations
 
@@ -64,7 +68,6 @@ from helpers.server.errors import (
     invalid_api_key,
     model_not_found,
     rate_limited,
-    phrase,
     server_error,
 )
 from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
@@ -332,10 +335,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        # vLLM's answer (handlers/http.py): the detail ("Not Found", "Method Not Allowed") as message and type
-        return OpenAIError(
-            exc.status_code, str(exc.detail), type=phrase(exc.status_code), headers=dict(exc.headers or {})
-        ).to_response()
+        # vLLM 0.32.0 answers a path it does not route as Starlette does: {"detail": "Not Found"}
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=dict(exc.headers or {}))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

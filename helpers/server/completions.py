@@ -81,8 +81,10 @@ def check_context(
 
 def usage(job: Job, cached_tokens: int, driver: EngineDriver) -> dict:
     """``usage`` as vLLM 0.32.0 with ``--enable-prompt-tokens-details`` fills it: ``cached_tokens`` (prefix-cache
-    hits, 0 without any) and ``created_cache_tokens`` (the prompt's full blocks this request wrote to the
-    prefix cache: ``PrefillStats.finalize``, ``vllm/v1/metrics/stats.py``; 0 with caching off)."""
+    hits, 0 without any); on chat completions also ``created_cache_tokens`` (the prompt's full blocks this
+    request wrote to the prefix cache: ``PrefillStats.finalize``, ``vllm/v1/metrics/stats.py``; 0 with caching
+    off), ``null`` on completions (``vllm/entrypoints/openai/completion/serving.py`` sets only the first);
+    ``multimodal_tokens`` is always ``null`` here (text only)."""
     completion = len(job.reply.pieces)
     prompt = len(job.prompt_token_ids)
     config = driver.engine.config
@@ -93,7 +95,8 @@ def usage(job: Job, cached_tokens: int, driver: EngineDriver) -> dict:
         "completion_tokens": completion,
         "prompt_tokens_details": {
             "cached_tokens": cached_tokens,
-            "created_cache_tokens": max(0, written - cached_tokens),
+            "created_cache_tokens": max(0, written - cached_tokens) if job.chat else None,
+            "multimodal_tokens": None,
         },
     }
     if job.reply.num_reasoning:
