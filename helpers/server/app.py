@@ -33,7 +33,7 @@ Deliberate differences from vLLM 0.32.0:
   ``response_format``, ``tools`` with a tool choice (``helpers.server.schemas``); its schema messages are
   pydantic's, worded by the mock, with vLLM's ``type`` (``Bad Request``) and ``param``;
 - ``/v1/models`` cards carry ``owned_by: inference-lab-mock``; a body has no ``metrics``, ``ec_transfer_params``,
-  ``kv_transfer_params``, ``prompt_logprobs``, ``prompt_token_ids``, ``system_fingerprint``, ``service_tier``
+  ``kv_transfer_params``, ``prompt_logprobs``, ``prompt_token_ids``, ``prompt_text``, ``system_fingerprint``, ``service_tier``
   (vLLM's extensions and OpenAI's optional fields, mostly ``null``);
 - an unknown path is vLLM's ``404 {"detail": "Not Found"}``, a wrong method ``405 {"detail": "Method Not
   Allowed"}`` (Starlette's answer, as vLLM's), so the mock's own hint on the right paths is gone.

@@ -130,7 +130,7 @@ def test_usage_has_vllms_fields(both) -> None:
                for name, a in answers.items()}
     assert details["mock"] == details["vllm"], details
     top = {name: sorted(set(a) - {"timing", "kv_transfer_params", "prompt_logprobs", "prompt_token_ids",
-                                  "system_fingerprint", "service_tier", "metrics", "ec_transfer_params"})
+                                  "system_fingerprint", "service_tier", "metrics", "ec_transfer_params", "prompt_text"})
            for name, a in answers.items()}
     assert top["mock"] == top["vllm"], top
 
