@@ -14,7 +14,7 @@ writes it the same way.
 
 Notebook 03 (调用 API 时的错误) shows each status a client meets and the SDK exception it becomes:
 400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 413 APIStatusError, 429 RateLimitError,
-500 InternalServerError, 503 InternalServerError.
+500 InternalServerError (also a dead engine, as vLLM 0.32.0 answers an EngineDeadError).
 """
 
 from __future__ import annotations
