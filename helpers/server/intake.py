@@ -73,7 +73,6 @@ def check_json(request: Request) -> None:
     """Refuse a body that is not declared as JSON, as vLLM does."""
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != "application/json":
-        got = media_type or "none"
         raise bad_request(f"1 validation error:\n  {_NOT_JSON}", type=SCHEMA_ERROR)  # vLLM's words, no more
 
 
