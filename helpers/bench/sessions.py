@@ -180,7 +180,8 @@ def turn_table(result: BenchResult) -> pd.DataFrame:
         engine: dict[str, Any] = {"mean_ttft_ms": np.nan, "p99_ttft_ms": np.nan}
         if group["server_timing"].notna().any():
             engine = engine_clock_summary(group)
-        # A server that does not send usage.prompt_tokens_details (vLLM without --enable-prompt-tokens-details)
+        # A server that does not send usage.prompt_tokens_details (vLLM without
+        # --enable-prompt-tokens-details)
         # did not say: NaN, never a hit rate of 0. The rate counts the turns whose server said.
         said = cached.notna()
         rate = cached[said].sum() / group.loc[said, "prompt_tokens"].sum() if said.any() else np.nan

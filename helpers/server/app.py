@@ -9,11 +9,13 @@ checked in this order, each failure answered before any byte of a stream: key (4
 malformed), content type, body size and fields (``helpers.server.intake``: 400, 413, 400), model (404), engine
 alive (500), ``max_tokens`` and prompt against the context (400), queue (429).
 
-It answers as vLLM 0.32.0 started with ``--enable-prompt-tokens-details`` does (checked against the real server
+It answers as vLLM 0.32.0 started with ``--enable-prompt-tokens-details`` does (checked against the real
+server
 by ``tests/vllm/test_wire_parity.py``): the error bodies of ``helpers.server.errors`` (vLLM's ``type`` names,
 ``code`` the status number, ``401 {"error": "Unauthorized"}``); ``max_tokens`` above ``max_model_len`` is a 400
 and a prompt plus ``max_tokens`` past the context is served with ``max_tokens`` cut to what is left
-(``get_max_tokens``, ``vllm/entrypoints/serve/utils/api_utils.py``); a stream puts the finish reason on its last
+(``get_max_tokens``, ``vllm/entrypoints/serve/utils/api_utils.py``); a stream puts the finish reason on its
+last
 content chunk, then the usage chunk (``choices: []``), then ``[DONE]``; ``usage.prompt_tokens_details`` is
 ``{"cached_tokens", "created_cache_tokens", "multimodal_tokens"}`` on every answer (what that flag gives; without it vLLM sends no
 ``prompt_tokens_details`` at all, which a client must read as "the server did not say", not as 0).
@@ -32,8 +34,10 @@ Deliberate differences from vLLM 0.32.0:
 - requests vLLM serves but the mock refuses with a 400 naming the field: ``n`` > 1, ``echo``, structured
   ``response_format``, ``tools`` with a tool choice (``helpers.server.schemas``); its schema messages are
   pydantic's, worded by the mock, with vLLM's ``type`` (``Bad Request``) and ``param``;
-- ``/v1/models`` cards carry ``owned_by: inference-lab-mock``; a body has no ``metrics``, ``ec_transfer_params``,
-  ``kv_transfer_params``, ``prompt_logprobs``, ``prompt_token_ids``, ``prompt_text``, ``system_fingerprint``, ``service_tier``
+- ``/v1/models`` cards carry ``owned_by: inference-lab-mock``; a body has no ``metrics``,
+``ec_transfer_params``,
+  ``kv_transfer_params``, ``prompt_logprobs``, ``prompt_token_ids``, ``prompt_text``,
+  ``system_fingerprint``, ``service_tier``
   (vLLM's extensions and OpenAI's optional fields, mostly ``null``);
 - an unknown path is vLLM's ``404 {"detail": "Not Found"}``, a wrong method ``405 {"detail": "Method Not
   Allowed"}`` (Starlette's answer, as vLLM's), so the mock's own hint on the right paths is gone.

@@ -21,6 +21,7 @@ import pytest
 from helpers.server.launcher import spawn_mock_server
 from helpers.vllm_local import TINY_MAX_MODEL_LEN, VllmServer, config_b
 from helpers.vllm_local.server import write_config
+
 WIRE_KEY = "sk-wire-test-key"  # both require it, so the wrong-key case sees a 401
 
 CHAT = {"messages": [{"role": "user", "content": "什么是 KV Cache？"}], "max_tokens": 6}
