@@ -144,3 +144,17 @@ def test_a_stalled_turn_hits_its_deadline_instead_of_hanging():
     assert time.perf_counter() - started < 10
     assert result.requests["error_kind"].tolist() == ["deadline_exceeded"]
     assert result.run["turns_not_sent"] == 1
+
+
+def test_a_server_that_does_not_report_cached_tokens_is_nan_not_zero():
+    """vLLM without --enable-prompt-tokens-details sends no prompt_tokens_details: "did not say", not 0
+    hits."""
+    scripts = chat_scripts(2, 2, system_len=100, user_len=20, output_len=4, think_time_s=0.01,
+                           session_rate=40, seed=5)
+    result, _ = _run(scripts)
+    said = turn_table(result)
+    assert (said["prefix_hit_rate"].iloc[1:] > 0).all(), said  # the mock says, and turn 2 hits
+    result.requests["cached_tokens"] = None  # what the harness records from such a server
+    silent = turn_table(result)
+    assert silent["prefix_hit_rate"].isna().all() and silent["mean_cached_tokens"].isna().all(), silent
+    assert (silent["completed"] == said["completed"]).all()

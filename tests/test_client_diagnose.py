@@ -283,3 +283,27 @@ def test_a_diagnosis_never_shows_the_secrets_of_a_url() -> None:
     assert found.kind == "connection_refused"
     assert "hunter2" not in shown and "SECRETtoken" not in shown
     assert mask_secrets(f"请求发到了 `{url}`。") == "请求发到了 `http://learner:***@127.0.0.1:9/v1?api_key=Zx9…n123`。"
+
+
+def test_vllms_bodies_from_the_mock_are_diagnosed_like_openais() -> None:
+    """The mock answers as vLLM 0.32.0 (numeric ``code``, ``type`` names, ``{"error": "Unauthorized"}``,
+    ``{"detail": "Not Found"}``): each mistake still gets its own diagnosis."""
+    from helpers.server.launcher import start_mock_server
+
+    key = "sk-mock-diagnose-0123456789"
+    with start_mock_server(time_scale=0.02, api_key=key, served_model_names=["local-13b"]) as srv:
+        def kind_of(model: str = "local-13b", *, api_key: str = key, base_url: str = srv.base_url,
+                    headers: dict | None = None, **body) -> str:
+            client = make_client(base_url=base_url, api_key=api_key)
+            error = caught(lambda: client.chat.completions.create(
+                model=model, messages=MESSAGES, max_tokens=body.pop("max_tokens", 4), extra_headers=headers,
+                **body))
+            return diagnose(error).kind
+
+        assert kind_of("nope") == "model_not_found"
+        assert kind_of(api_key="sk-wrong-0123456789abcdef") == "unauthorized"
+        assert kind_of(max_tokens=100_000) == "context_too_long"
+        assert kind_of(base_url=srv.base_url.removesuffix("/v1")) == "wrong_path"
+        assert kind_of(headers={"X-Mock-Fault": "429"}) == "rate_limited"
+        assert kind_of(headers={"X-Mock-Fault": "500"}) == "server_error"
+    assert diagnose({"error": "Unauthorized"}).kind == "unauthorized"  # vLLM's 401 body read as a dict

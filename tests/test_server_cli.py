@@ -52,4 +52,4 @@ def test_serve_takes_a_body_limit():
         big = httpx.post(f"{server.base_url}/completions", json={"model": "llama-2-13b", "prompt": "x" * 4096,
                                                                   "max_tokens": 1})
     assert small.status_code == 200 and big.status_code == 413
-    assert big.json()["error"]["code"] == "request_too_large"
+    assert big.json()["error"]["code"] == 413 and "KiB" in big.json()["error"]["message"]

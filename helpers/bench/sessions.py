@@ -171,7 +171,8 @@ def turn_table(result: BenchResult) -> pd.DataFrame:
     """One row per turn (1-based, as a chat counts them): requests completed, mean prompt and cached tokens,
     ``prefix_hit_rate`` (cached ÷ prompt tokens, as the server reported them), mean TTFT on the wire
     (``wire_mean_ttft_ms``, wall clock) and on the engine's clock (``mean_ttft_ms``, ``p99_ttft_ms``: the
-    mock's ``timing``; NaN from a server without it)."""
+    mock's ``timing``; NaN from a server without it). ``mean_cached_tokens`` and ``prefix_hit_rate`` are NaN
+    when the server sent no ``prompt_tokens_details`` (it did not say), not 0."""
     frame = result.requests
     rows = []
     for turn, group in frame[frame["success"].astype(bool)].groupby("turn"):
@@ -179,9 +180,14 @@ def turn_table(result: BenchResult) -> pd.DataFrame:
         engine: dict[str, Any] = {"mean_ttft_ms": np.nan, "p99_ttft_ms": np.nan}
         if group["server_timing"].notna().any():
             engine = engine_clock_summary(group)
+        # A server that does not send usage.prompt_tokens_details (vLLM without
+        # --enable-prompt-tokens-details)
+        # did not say: NaN, never a hit rate of 0. The rate counts the turns whose server said.
+        said = cached.notna()
+        rate = cached[said].sum() / group.loc[said, "prompt_tokens"].sum() if said.any() else np.nan
         rows.append({"turn": int(turn) + 1, "completed": len(group),
                      "mean_prompt_tokens": group["prompt_tokens"].mean(), "mean_cached_tokens": cached.mean(),
-                     "prefix_hit_rate": cached.sum() / group["prompt_tokens"].sum(),
+                     "prefix_hit_rate": rate,
                      "wire_mean_ttft_ms": 1000 * group["ttft_s"].mean(),
                      "mean_ttft_ms": engine["mean_ttft_ms"], "p99_ttft_ms": engine["p99_ttft_ms"]})
     return pd.DataFrame(rows).set_index("turn")

@@ -2,16 +2,46 @@
 
 Notebook 00 (环境与第一个请求) talks to it; notebook 05 (连续批处理) watches batching through it. Routes, also
 under ``/api/v1`` (TaoToken's layout): ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``GET /v1/models``; plus ``GET /health`` (503 when an engine loop is dead), ``GET /metrics`` (Prometheus,
-vLLM's names) and ``GET /openapi.json`` (the request bodies' schemas). Every error is OpenAI-shaped
-(``helpers.server.errors``); faults come from ``X-Mock-Fault`` (``helpers.server.faults``), applied after the
-API key check. A request is checked in this order, each failure answered before any byte of a stream:
-key (401), fault header (400 if malformed), content type, body size and fields (``helpers.server.intake``:
-400, 413, 400), model (404), engine alive (503), prompt and context (400), vLLM's admission control (503
-with vLLM's body when the config's ``max_num_queued_reqs`` requests are in flight), the mock's own waiting
-cap (429, ``max_waiting_requests``).
-"""
+``GET /v1/models``; plus ``GET /health`` (200, or 503 when an engine loop is dead; empty bodies, as vLLM's),
+``GET /metrics`` (Prometheus, vLLM's names) and ``GET /openapi.json`` (the request bodies' schemas).
+Faults come from ``X-Mock-Fault`` (``helpers.server.faults``), applied after the API key check. A request is
+checked in this order, each failure answered before any byte of a stream: key (401), fault header (400 if
+malformed), content type, body size and fields (``helpers.server.intake``: 400, 413, 400), model (404), engine
+alive (500), ``max_tokens`` and prompt against the context (400), vLLM's admission control (503 with vLLM's
+body when the config's ``max_num_queued_reqs`` requests are in flight), the mock's own waiting cap (429,
+``max_waiting_requests``).
 
+It answers as vLLM 0.32.0 started with ``--enable-prompt-tokens-details`` does (checked against the real
+server by ``tests/vllm/test_wire_parity.py``): the error bodies of ``helpers.server.errors`` (vLLM's
+``type`` names, ``code`` the status number, ``401 {"error": "Unauthorized"}``); ``max_tokens`` above
+``max_model_len`` is a 400 and a prompt plus ``max_tokens`` past the context is served with ``max_tokens``
+cut to what is left (``get_max_tokens``, ``vllm/entrypoints/serve/utils/api_utils.py``); a stream puts the
+finish reason on its last content chunk, then the usage chunk (``choices: []``), then ``[DONE]``;
+``usage.prompt_tokens_details`` is ``{"cached_tokens", "created_cache_tokens", "multimodal_tokens"}`` on
+every answer (what that flag gives; without it vLLM sends no ``prompt_tokens_details`` at all, which a
+client must read as "the server did not say", not as 0).
+
+Deliberate differences from vLLM 0.32.0:
+- the routes are also served under ``/api/v1`` (TaoToken's layout) and ``/api/v1`` needs the key too;
+- every completion carries the extra ``timing`` object (the simulated figures and the server's wall clock,
+  ``helpers.server.completions``), on the non-streamed body and on a stream's last content chunk;
+- ``X-Mock-Fault`` faults (401, 429, 500, disconnect, slow first token, no choices);
+- a 429 when the waiting queue is full (``max_waiting_requests``, the classroom's limit), in vLLM's body
+  style with ``Retry-After``: vLLM 0.32.0 has no 429; its own admission limit, ``--max-num-queued-reqs``
+  (waiting + running), answers 503 ``Service Unavailable`` (``QueueOverflowError``, ``vllm/exceptions.py``);
+- a 413 above ``max_body_bytes`` (vLLM reads any body);
+- a dead engine also answers ``/health`` 503 but the server stays up (vLLM shuts itself down);
+- texts, token ids and prompt token counts are the mock's own (its tokenizer, its on-topic sentences);
+- requests vLLM serves but the mock refuses with a 400 naming the field: ``n`` > 1, ``echo``, structured
+  ``response_format``, ``tools`` with a tool choice (``helpers.server.schemas``); its schema messages are
+  pydantic's, worded by the mock, with vLLM's ``type`` (``Bad Request``) and ``param``;
+- ``/v1/models`` cards carry ``owned_by: inference-lab-mock``; a body has no ``metrics``,
+  ``ec_transfer_params``, ``kv_transfer_params``, ``prompt_logprobs``, ``prompt_token_ids``,
+  ``prompt_text``, ``system_fingerprint``, ``service_tier`` (vLLM's extensions and OpenAI's optional fields,
+  mostly ``null``);
+- an unknown path is vLLM's ``404 {"detail": "Not Found"}``, a wrong method ``405 {"detail": "Method Not
+  Allowed"}`` (Starlette's answer, as vLLM's), so the mock's own hint on the right paths is gone.
+"""
 from __future__ import annotations
 
 import gc
@@ -132,7 +162,7 @@ class MockService:
         if not prompt.token_ids:  # vLLM's message (vllm/v1/engine/input_processor.py, _validate_prompt_len)
             raise bad_request("The decoder prompt cannot be empty: send at least one token.", param="prompt")
         max_tokens = flow.check_context(
-            len(prompt.token_ids), body.requested_max_tokens(), endpoint.max_model_len
+            len(prompt.token_ids), body.requested_max_tokens(), endpoint.max_model_len, body.max_tokens_param
         )
         self._check_queue(endpoint.driver)
         reply = generate_reply(
@@ -303,8 +333,8 @@ def _add_routes(app: FastAPI, service: MockService) -> None:
     async def health() -> Response:
         failures = [d.failure for d in service.drivers if d.failure is not None]
         if failures:
-            return engine_unavailable("; ".join(failures)).to_response()
-        return JSONResponse({"status": "ok"})
+            return Response(status_code=503)  # vLLM's /health: no body either way
+        return Response(status_code=200)
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -327,11 +357,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        message = (
-            f"{exc.detail}: {request.method} {request.url.path}. This server serves POST "
-            "/v1/chat/completions, POST /v1/completions and GET /v1/models (also under /api/v1/)."
-        )
-        return OpenAIError(exc.status_code, message, headers=dict(exc.headers or {})).to_response()
+        # vLLM 0.32.0 answers a path it does not route as Starlette does: {"detail": "Not Found"}
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=dict(exc.headers or {}))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from helpers.server.driver import FINISHED, EngineDriver, Stream
-from helpers.server.errors import OpenAIError, bad_request, server_error
+from helpers.server.errors import OpenAIError, bad_request, server_error, validation_error
 from helpers.server.faults import Fault
 from helpers.server.logprobs import chat_entry, completion_logprobs, token_logprob
 from helpers.server.sse import DONE, ChunkEncoder
@@ -53,29 +53,52 @@ class Job:
         return {"content": [chat_entry(lp) for lp in lps]}
 
 
-def check_context(prompt_tokens: int, max_tokens: int | None, max_model_len: int) -> int:
-    """The max_tokens to use (vLLM's default: the rest of the context); 400 when the request does not fit."""
-    wanted = max_model_len - prompt_tokens if max_tokens is None else max_tokens
-    if prompt_tokens + max(wanted, 1) > max_model_len:
-        asked = (
-            f"{prompt_tokens + wanted} tokens ({prompt_tokens} in the messages, {wanted} in the completion)"
+def check_context(
+    prompt_tokens: int, max_tokens: int | None, max_model_len: int, param: str = "max_tokens"
+) -> int:
+    """The max_tokens to use, as vLLM 0.32.0 decides it: a ``max_tokens`` (``param``) above ``max_model_len``
+    is a 400 (``TokenizeParams``, ``vllm/renderers/params.py``), so is a prompt longer than the context; a
+    prompt plus ``max_tokens`` past the context is served with ``max_tokens`` cut to what is left, and no
+    ``max_tokens`` means all of it (``get_max_tokens``, ``vllm/entrypoints/serve/utils/api_utils.py``)."""
+    if max_tokens is not None and max_tokens > max_model_len:
+        raise validation_error(
+            f"{param}={max_tokens} cannot be greater than max_model_len={max_model_len}. "
+            "Please request fewer output tokens.",
+            param,
+            max_tokens,
         )
-        raise bad_request(
-            f"This model's maximum context length is {max_model_len} tokens. However, you requested {asked}. "
-            "Please reduce the length of the messages or completion.",
-            param="max_tokens" if max_tokens is not None else "messages",
-            code="context_length_exceeded",
+    if prompt_tokens >= max_model_len:  # vLLM refuses > in the renderer; = leaves no room for a token
+        raise validation_error(
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
+            f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
+            "Please reduce the length of the input prompt.",
+            "input_tokens",
+            prompt_tokens,
         )
-    return wanted
+    left = max_model_len - prompt_tokens
+    return left if max_tokens is None else min(max_tokens, left)
 
 
-def usage(job: Job, cached_tokens: int) -> dict:
+def usage(job: Job, cached_tokens: int, driver: EngineDriver) -> dict:
+    """``usage`` as vLLM 0.32.0 with ``--enable-prompt-tokens-details`` fills it: ``cached_tokens`` (prefix-
+    cache hits, 0 without any); on chat completions also ``created_cache_tokens`` (the prompt's full
+    blocks this request wrote to the prefix cache: ``PrefillStats.finalize``,
+    ``vllm/v1/metrics/stats.py``; 0 with caching off), ``null`` on completions
+    (``vllm/entrypoints/openai/completion/serving.py`` sets only the first); ``multimodal_tokens`` is
+    always ``null`` here (text only)."""
     completion = len(job.reply.pieces)
+    prompt = len(job.prompt_token_ids)
+    config = driver.engine.config
+    written = prompt // config.block_size * config.block_size if config.enable_prefix_caching else 0
     body = {
-        "prompt_tokens": len(job.prompt_token_ids),
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
         "completion_tokens": completion,
-        "total_tokens": len(job.prompt_token_ids) + completion,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": cached_tokens,
+            "created_cache_tokens": max(0, written - cached_tokens) if job.chat else None,
+            "multimodal_tokens": None,
+        },
     }
     if job.reply.num_reasoning:
         body["completion_tokens_details"] = {"reasoning_tokens": job.reply.num_reasoning}
@@ -136,6 +159,7 @@ async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes |
     last = len(pieces) if drop_after is None else min(len(pieces), max(drop_after, 1))  # tokens to send
     stream = await _submit(job, driver)
     sent, text_offset, first_wall_s, complete = 0, 0, None, False
+    held: tuple[str, bool, dict | None] | None = None  # the last token chunk, sent with the finish reason
     try:
         while not complete:
             items = [await stream.queue.get()]
@@ -155,19 +179,27 @@ async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes |
                     n = min(count, num_reasoning - sent) if reasoning else count
                     text = "".join(pieces[sent:sent + n])
                     logprobs = job.logprobs_of(sent, n, text_offset)
-                    out.append(enc.token(text, reasoning=reasoning, logprobs=logprobs))
+                    if sent + n == len(pieces) and drop_after is None:  # the last: it waits for the finish
+                        held = (text, reasoning, logprobs)
+                    else:
+                        out.append(enc.token(text, reasoning=reasoning, logprobs=logprobs))
                     sent, text_offset, count = sent + n, text_offset + len(text), count - n
                     if drop_after is not None and sent >= drop_after:
                         yield b"".join(out)
                         yield None
                         return
-            if first_wall_s is None and out:
+            if first_wall_s is None and (out or held):
                 first_wall_s = time.perf_counter()
             if complete:
                 extra = timing(job, stream, driver, first_wall_s, time.perf_counter())
-                out.append(enc.finish(job.reply.finish_reason, extra))
+                if held is None:  # no token to show (a stop string cut the reply to nothing)
+                    out.append(enc.finish(job.reply.finish_reason, extra))
+                else:  # vLLM puts the finish reason on the last content chunk
+                    text, reasoning, logprobs = held
+                    out.append(enc.token(text, reasoning=reasoning, logprobs=logprobs,
+                                         finish_reason=job.reply.finish_reason, timing=extra))
                 if job.include_usage:
-                    out.append(enc.usage(usage(job, extra["cached_prompt_tokens"])))
+                    out.append(enc.usage(usage(job, extra["cached_prompt_tokens"], driver)))
                 out.append(DONE)
             yield b"".join(out)
     finally:
@@ -225,6 +257,6 @@ async def run_to_completion(job: Job, driver: EngineDriver) -> dict | None:
         "created": job.created,
         "model": job.model,
         "choices": [choice],
-        "usage": usage(job, extra["cached_prompt_tokens"]),
+        "usage": usage(job, extra["cached_prompt_tokens"], driver),
         "timing": extra,
     }

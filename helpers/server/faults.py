@@ -4,9 +4,9 @@ Send the header ``X-Mock-Fault: <kind>[:<value>]`` (checked after the API key; a
 lists these forms):
 
 ==================  =========================================================================================
-``401``             401 ``invalid_api_key`` (openai.AuthenticationError), even when the server has no key
-``429``             429 ``rate_limit_exceeded`` with ``Retry-After`` (openai.RateLimitError after its retries)
-``500``             500 ``internal_error`` (openai.InternalServerError after its retries)
+``401``             401 ``{"error": "Unauthorized"}`` as vLLM (openai.AuthenticationError), even without a key
+``429``             429 ``Too Many Requests`` with ``Retry-After`` (openai.RateLimitError after its retries)
+``500``             500 ``InternalServerError`` (openai.InternalServerError after its retries)
 ``disconnect[:N]``  the server drops the connection after N content tokens (default 3, N whole, <= 10⁶): no
                     finish chunk, no ``[DONE]``; a non-streaming request gets no response at all
 ``slow-first-token[:S]``  the request reaches the engine S simulated seconds late (default 2.0, S <= 3600):
@@ -56,7 +56,7 @@ _FORMS = (
 
 
 def _invalid(header: str, why: str) -> OpenAIError:
-    return bad_request(f"X-Mock-Fault {header!r}: {why}. {_FORMS}", code="invalid_fault")
+    return bad_request(f"X-Mock-Fault {header!r}: {why}. {_FORMS}")
 
 
 def parse_fault(header: str) -> Fault:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from helpers.server.errors import bad_request, request_too_large
+from helpers.server.errors import SCHEMA_ERROR, bad_request, request_too_large
 from helpers.server.schemas import ChatCompletionRequest, CompletionRequest, parse_request
 from helpers.text.tokenizer import encode, encode_chat, message_text
 
@@ -73,8 +73,7 @@ def check_json(request: Request) -> None:
     """Refuse a body that is not declared as JSON, as vLLM does."""
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != "application/json":
-        got = media_type or "none"
-        raise bad_request(f"{_NOT_JSON} (got Content-Type {got!r}).", code="invalid_content_type")
+        raise bad_request(f"1 validation error:\n  {_NOT_JSON}", type=SCHEMA_ERROR)  # vLLM's words, no more
 
 
 async def read_request(

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from helpers.server.errors import OpenAIError, bad_request
+from helpers.server.errors import SCHEMA_ERROR, OpenAIError, bad_request
 from helpers.server.logprobs import MAX_TOP_LOGPROBS
 from helpers.text.tokenizer import VOCAB_SIZE
 
@@ -114,6 +114,11 @@ class _Sampling(_Strict):
         return self.max_tokens
 
     @property
+    def max_tokens_param(self) -> str:
+        """The field ``requested_max_tokens`` comes from (vLLM names it in its 400)."""
+        return "max_tokens"
+
+    @property
     def num_top_logprobs(self) -> int | None:
         """How many alternatives each token's logprobs list, or ``None`` when no logprobs were asked for."""
         return None
@@ -145,6 +150,10 @@ class ChatCompletionRequest(_Sampling):
 
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    @property
+    def max_tokens_param(self) -> str:
+        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
 
     @property
     def num_top_logprobs(self) -> int | None:
@@ -189,7 +198,8 @@ class CompletionRequest(_Sampling):
         if isinstance(prompt, list) and isinstance(prompt[0], int):
             bad = next((i for i in prompt if not 0 <= i < VOCAB_SIZE), None)
             if bad is not None:  # vLLM's message (vllm/v1/engine/input_processor.py, _validate_model_input)
-                raise ValueError(f"Token id {bad} is out of vocabulary (the ids are 0..{VOCAB_SIZE - 1})")
+                raise _FieldError("prompt",
+                                  f"Token id {bad} is out of vocabulary (the ids are 0..{VOCAB_SIZE - 1})")
         return prompt
 
 
@@ -215,17 +225,22 @@ def parse_request(model: type[_Sampling], body: bytes) -> _Sampling:
             raise bad_request(
                 "We could not parse the JSON body of your request: send a JSON object with "
                 "Content-Type: application/json.",
-                code="invalid_json",
+                type=SCHEMA_ERROR,
             ) from None
         cause = error.get("ctx", {}).get("error")
         if isinstance(cause, _FieldError):
-            raise _validation_error(str(cause), cause.param) from None
+            raise _validation_error(str(cause), cause.param, in_body=False) from None
         param = ".".join(
             str(part) for part in error["loc"] if str(part) not in _UNION_TAGS and "[" not in str(part)
         )
         raise _validation_error(error["msg"], param or None) from None
 
 
-def _validation_error(message: str, param: str | None) -> OpenAIError:
+def _validation_error(message: str, param: str | None, *, in_body: bool = True) -> OpenAIError:
     where = f" (field {param!r})" if param else ""
-    return bad_request(f"Invalid request{where}: {message.removeprefix('Value error, ')}", param=param)
+    # vLLM's type and param for a schema error (handlers/validation.py: "body.<field>"); the message is ours
+    return bad_request(
+        f"Invalid request{where}: {message.removeprefix('Value error, ')}",
+        param=f"body.{param}" if param and in_body else param,
+        type=SCHEMA_ERROR,
+    )

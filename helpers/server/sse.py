@@ -4,12 +4,14 @@ Notebook 04 (流式输出与 TTFT) prints these raw bytes. A stream is::
 
     data: {... "choices":[{"index":0,"delta":{"role":"assistant","content":""}, ...}]}   (chat only)
     data: {... "delta":{"reasoning_content":"..."} ...}   (reasoning models, before the answer)
-    data: {... "delta":{"content":"..."} ...}             (one chunk per token)
-    data: {... "delta":{},"finish_reason":"stop"|"length"}], "timing": {...}}
+    data: {... "delta":{"content":"..."} ...}             (one chunk per engine step)
+    data: {... "delta":{"content":"..."},"finish_reason":"stop"|"length"}], "timing": {...}}   (the last)
     data: {... "choices":[],"usage":{...}}                (only with stream_options.include_usage)
     data: [DONE]
 
-Each event is ``data: <json>\\n\\n``. The finish chunk carries the mock's extra ``timing`` field. With
+Each event is ``data: <json>\\n\\n``. As in vLLM 0.32.0 the finish reason rides on the last content chunk
+(a separate chunk with an empty delta only when the reply has no token to show, e.g. cut to nothing by a
+stop string); that chunk carries the mock's extra ``timing`` field. With
 ``logprobs`` each token chunk carries its ``logprobs`` object instead of ``null``. A request that fails after
 the 200 went out ends with ``data: {"error": {...}}`` and ``data: [DONE]``, as vLLM's streams do.
 """
@@ -53,13 +55,25 @@ class ChunkEncoder:
             return b""
         return (self._content[: -len('"content":')] + '"role":"assistant","content":""' + self._tail).encode()
 
-    def token(self, piece: str, *, reasoning: bool = False, logprobs: dict | None = None) -> bytes:
-        """The chunk carrying one token of the answer (or of the reasoning), with its ``logprobs`` object."""
+    def token(
+        self,
+        piece: str,
+        *,
+        reasoning: bool = False,
+        logprobs: dict | None = None,
+        finish_reason: str | None = None,
+        timing: dict | None = None,
+    ) -> bytes:
+        """The chunk carrying one step's tokens of the answer (or of the reasoning), with its ``logprobs``
+        object; the last one also carries the ``finish_reason`` (and the mock's ``timing``), as vLLM's
+        does."""
         text = json.dumps(piece, ensure_ascii=False)
         tail = self._tail
-        if logprobs is not None:
+        if logprobs is not None or finish_reason is not None or timing is not None:
             encoded = json.dumps(logprobs, ensure_ascii=False, separators=(",", ":"))
-            tail = f'{self._close},"logprobs":{encoded},"finish_reason":null}}]}}\n\n'
+            reason = json.dumps(finish_reason)
+            extra = "" if timing is None else ',"timing":' + json.dumps(timing, separators=(",", ":"))
+            tail = f'{self._close},"logprobs":{encoded},"finish_reason":{reason}}}]{extra}}}\n\n'
         return ((self._reasoning if reasoning else self._content) + text + tail).encode("utf-8")
 
     def error(self, error: dict) -> bytes:
