@@ -106,7 +106,9 @@ def test_cached_tokens_grow_with_turns_with_prefix_caching_and_are_zero_without(
     assert off_metrics["prefix_cache_hits"] == 0
     # on the engine's clock the last turn recomputes its whole history without the cache
     assert on_turns.loc[4, "mean_ttft_ms"] * 3 < off_turns.loc[4, "mean_ttft_ms"]
-    assert off_turns["mean_ttft_ms"].is_monotonic_increasing
+    # from turn 2 on each turn prefills a longer history; turn 1 is left out: its sessions start within a few
+    # wall-clock ms of each other and queue behind one another, so on a busy machine it can wait longer
+    assert off_turns.loc[2:, "mean_ttft_ms"].is_monotonic_increasing, off_turns["mean_ttft_ms"].tolist()
 
 
 def test_the_replay_sees_the_same_prompts_and_finds_the_same_cache_hits():
