@@ -124,13 +124,16 @@ $(VLLM_STAMP): requirements-vllm.txt
 	touch $@
 
 # Real vLLM's tests (tests/vllm): the tiny model, servers with configs A and B, the facts the course states about
-# vLLM, the engine against vLLM's own scheduler, the mock against vLLM on the wire; and notebook 12 in full
-# (`make test` runs it without vLLM); then notebook 00 measuring the local vLLM (INFERENCE_LAB_BACKEND=vllm; 04 and
+# vLLM, the engine against vLLM's own scheduler, the mock against vLLM on the wire; notebook 12 in full and 06 with
+# its real-vLLM row (§6; `make test` runs both without vLLM), in a pytest run of their own so that no test's server
+# is still up beside theirs; then notebook 00 measuring the local vLLM (INFERENCE_LAB_BACKEND=vllm; 04 and
 # 06 run there too, but their wall-clock asserts on a real server are not for a busy CI machine).
 # Run by the course venv's pytest.
 vllm-test: install vllm
 	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 \
-	  $(PY) -m pytest tests/vllm notebooks/12_real_vllm.ipynb --durations=10
+	  $(PY) -m pytest tests/vllm --durations=10
+	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 \
+	  $(PY) -m pytest notebooks/12_real_vllm.ipynb notebooks/06_vllm_config_a_vs_b.ipynb --durations=5
 	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 INFERENCE_LAB_BACKEND=vllm \
 	  $(PY) -m pytest notebooks/00_setup_and_first_request.ipynb
 

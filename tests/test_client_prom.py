@@ -38,13 +38,19 @@ vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="a"} 1.0
 vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="a"} 4.0
 vllm:time_to_first_token_seconds_count{model_name="a"} 4.0
 vllm:time_to_first_token_seconds_sum{model_name="a"} 2.5
+# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+# TYPE vllm:iteration_tokens_total histogram
+vllm:iteration_tokens_total_bucket{le="1.0",model_name="a"} 60.0
+vllm:iteration_tokens_total_bucket{le="+Inf",model_name="a"} 64.0
+vllm:iteration_tokens_total_count{model_name="a"} 64.0
+vllm:iteration_tokens_total_sum{model_name="a"} 860.0
 """
 
 
 def test_counters_keep_their_total_suffix_and_histograms_their_series() -> None:
     names = {s.name for s in parse_metrics(TEXT)}
     assert "vllm:prefix_cache_hits_total" in names and "vllm:time_to_first_token_seconds_count" in names
-    buckets = [s for s in parse_metrics(TEXT) if s.name.endswith("_bucket")]
+    buckets = [s for s in parse_metrics(TEXT) if s.name == "vllm:time_to_first_token_seconds_bucket"]
     assert [s.labels["le"] for s in buckets] == ["0.1", "+Inf"]
 
 
@@ -64,6 +70,7 @@ def test_snapshot_computes_the_hit_rate_and_reads_vllm_v0_names() -> None:
     snap = vllm_snapshot(parse_metrics(TEXT), model_name="a")
     assert snap["prefix_cache_hit_rate"] == pytest.approx(0.15)
     assert snap["num_requests_running"] == 3.0 and snap["time_scale"] == 1.0
+    assert (snap["engine_steps"], snap["engine_step_tokens"]) == (64.0, 860.0)  # the histogram's count, sum
     v0 = 'vllm:gpu_cache_usage_perc{model_name="a"} 0.5\nvllm:gpu_prefix_cache_queries_total 0.0\n'
     old = vllm_snapshot(parse_metrics(v0))
     assert old["kv_cache_usage"] == 0.5 and math.isnan(old["prefix_cache_hit_rate"])  # no queries yet

@@ -2,7 +2,8 @@
 
 ``parse_metrics`` turns Prometheus text into samples (``prometheus_client.parser``); ``vllm_snapshot`` picks
 out what capacity planning watches: requests running and waiting (the queue), KV-cache usage, prefix-cache
-queries and hits, preemptions, token counters. Older vLLM releases (V0) used other names
+queries and hits, preemptions, token counters, and the engine's steps (its own clock: how many steps it took,
+and the tokens it computed in them; real vLLM only). Older vLLM releases (V0) used other names
 (``vllm:gpu_cache_usage_perc``, ``vllm:gpu_prefix_cache_*``); both are read. ``MetricsPoller`` scrapes in a
 background thread during a load test and returns the series as a DataFrame. The mock also exports
 ``mock_time_scale``: its latencies are in simulated seconds, and ``time_s`` is converted with it.
@@ -34,6 +35,10 @@ VLLM_METRICS: dict[str, tuple[str, ...]] = {
     "num_preemptions": ("vllm:num_preemptions_total",),
     "prompt_tokens": ("vllm:prompt_tokens_total",),
     "generation_tokens": ("vllm:generation_tokens_total",),
+    # engine steps that produced output, and the tokens they computed (vLLM 0.32.0 observes
+    # prompt tokens computed + generation tokens once per step: vllm/v1/metrics/loggers.py)
+    "engine_steps": ("vllm:iteration_tokens_total_count",),
+    "engine_step_tokens": ("vllm:iteration_tokens_total_sum",),
 }
 
 

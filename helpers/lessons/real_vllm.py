@@ -2,7 +2,10 @@
 
 - ``kv_check``: the startup log's KV cache size against the course's calculator for the tiny model.
 - ``measure_ab``: the same workload on each server with the course's harness, plus what ``/metrics`` counted
-  during the run (prefix-cache queries and hits, preemptions).
+  during the run (prefix-cache queries and hits, preemptions, the engine's steps and the tokens computed in
+  them: the engine's own clock, which a busy machine does not change).
+- ``measure_tiny_ab``: the same for a workload of another notebook's (06): config A, then config B, one
+  server at a time (a 2-core machine runs one well), each stopped when measured.
 - ``cpu_profile``: this CPU as the simulator's "GPU": memory bandwidth and FLOP/s measured here with numpy on
   one thread (vLLM's CPU backend runs the model on one core and keeps the other for its API server).
 - ``predict_ab``: the simulator on that profile for the same model, configs and workload; ``step_overhead_s``
@@ -24,12 +27,13 @@ from helpers.engine.simulate import simulate
 from helpers.hardware import GPUSpec
 from helpers.kvcache import kv_bytes_per_token
 from helpers.models import ModelSpec
-from helpers.vllm_local import TINY_LLAMA, VllmServer, model_dir
+from helpers.vllm_local import TINY_LLAMA, VllmServer, config_a, config_b, model_dir, start_vllm
 from helpers.vllm_local.tiny_model import VOCAB_TARGET
 
 WORKLOAD = {"num_prompts": 32, "input_len": 200, "shared_prefix_len": 150, "output_len": 64,
             "concurrency": 16}
-_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions")
+_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions", "engine_steps",
+             "engine_step_tokens")
 
 
 def tiny_spec() -> ModelSpec:
@@ -71,11 +75,26 @@ def measure_ab(servers: Mapping[str, VllmServer], seed: int = 12, **workload: An
         after = _counters(server)
         s, requests = result.summary, result.requests
         rows[name] = {"completed": s["completed"], "failed": len(requests) - s["completed"],
+                      "duration_s": s["duration"], "output_tokens": int(requests["output_tokens"].sum()),
                       "output_throughput": s["output_throughput"], "median_ttft_ms": s["median_ttft_ms"],
                       "p99_ttft_ms": s["p99_ttft_ms"], "median_itl_ms": s["median_itl_ms"],
                       "prompt_tokens": int(requests["prompt_tokens"].sum()),
                       **{key: after[key] - before[key] for key in _COUNTERS}}
+        rows[name]["tokens_per_step"] = rows[name]["engine_step_tokens"] / rows[name]["engine_steps"]
     return pd.DataFrame(rows).T
+
+
+def measure_tiny_ab(name: str, seed: int = 12, **workload: Any) -> pd.DataFrame:
+    """``measure_ab`` on configs A and B for the tiny model, one server at a time (each stopped when its run
+    ends, also on an error); the servers are called ``<name>-A`` and ``<name>-B``."""
+    rows = []
+    for config, options in {"A": config_a(), "B": config_b()}.items():
+        server = start_vllm(options, name=f"{name}-{config}")
+        try:
+            rows.append(measure_ab({config: server}, seed=seed, **workload))
+        finally:
+            server.stop()
+    return pd.concat(rows)
 
 
 def cpu_profile(repeats: int = 3) -> GPUSpec:

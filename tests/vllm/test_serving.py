@@ -2,9 +2,11 @@
 
 The workload of notebook 12: 16 concurrent streams, prompts sharing a system prompt, 64 output tokens each
 (``ignore_eos``: the tiny model's random weights would stop anywhere). What must hold on any machine, busy
-or not: B's throughput is more than twice A's (about 6x measured here); B hits its prefix cache and A, with
-caching off, never does; a pool too small for the load preempts and still finishes every request with its
-token count; each streamed chunk is one token; the startup log's KV numbers are the course's formula.
+or not, judged on the engine's clock (its step count): A makes one token per step, B the same tokens in
+under a quarter of the steps (about 15x fewer here; the wall-clock throughput ratio, 4-7x here, is printed by
+benchmarks/real_vllm_ab.py); B hits its prefix cache and A, with caching off, never does; a pool too small
+for the load preempts and still finishes every request with its token count; each streamed chunk is one
+token; the startup log's KV numbers are the course's formula.
 """
 from __future__ import annotations
 
@@ -51,9 +53,16 @@ def test_every_request_completes_with_its_token_count(runs) -> None:
         assert (requests["output_tokens"] == OUTPUT_LEN).all(), requests["output_tokens"].tolist()
 
 
-def test_config_b_more_than_doubles_throughput(runs) -> None:
-    a, b = (runs[name][0].summary["output_throughput"] for name in "AB")
-    assert b > 2 * a, f"配置 B 的输出吞吐应超过 A 的 2 倍：A {a:.0f}、B {b:.0f} tokens/s（{b / a:.2f}x）"
+def test_config_b_needs_a_fraction_of_a_s_engine_steps(runs) -> None:
+    """Judged on the engine's clock (its step count in /metrics), not on this machine's: A makes one token a
+    step, B the same tokens in far fewer steps (the wall-clock ratio: benchmarks/real_vllm_ab.py)."""
+    delta_a, delta_b = runs["A"][1], runs["B"][1]
+    tokens = NUM_PROMPTS * OUTPUT_LEN
+    assert delta_a["engine_steps"] == tokens, (
+        f"配置 A 应每步一个 token：{tokens} 个 token 走了 {delta_a['engine_steps']} 步")
+    assert delta_b["engine_steps"] < tokens / 4, (
+        f"配置 B 应以不到 A 1/4 的步数出完 {tokens} 个 token：{delta_b}")
+    assert delta_b["engine_step_tokens"] >= tokens, delta_b  # each step's computed tokens include its output
 
 
 def test_prefix_cache_hits_only_with_caching_on(runs) -> None:
