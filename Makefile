@@ -137,12 +137,15 @@ vllm-test: install vllm
 	INFERENCE_LAB_VLLM_VENV=$(abspath $(VLLM_VENV)) INFERENCE_LAB_SKIP_VLLM=0 INFERENCE_LAB_BACKEND=vllm \
 	  $(PY) -m pytest notebooks/00_setup_and_first_request.ipynb
 
-# The vLLM part of an offline workshop's wheelhouse (every wheel of .venv-vllm): `make vllm OFFLINE=1` then needs no network.
+# The vLLM part of an offline workshop's wheelhouse (every wheel of .venv-vllm): `make vllm OFFLINE=1` then needs no
+# network. --no-deps: requirements-vllm.txt is a lock (every dependency pinned); resolving it again would pull PyPI's
+# CUDA torch and its nvidia-* wheels (3.4 GB instead of about 0.6). setuptools: torch's install needs it.
 wheelhouse-vllm:
 	$(PYTHON) -m pip download --quiet "$(TORCH_CPU)" --no-deps -d $(WHEELHOUSE)/vllm \
 	  || $(PYTHON) -m pip download --quiet "$(TORCH_CPU)" --no-deps --extra-index-url $(TORCH_CPU_INDEX) -d $(WHEELHOUSE)/vllm
-	$(PYTHON) -m pip download --quiet -r requirements-vllm.txt -d $(WHEELHOUSE)/vllm
-	$(PYTHON) -m pip download --quiet --no-deps $(VLLM_NODEPS) pip -d $(WHEELHOUSE)/vllm
+	$(PYTHON) -m pip download --quiet --no-deps -r requirements-vllm.txt -d $(WHEELHOUSE)/vllm
+	$(PYTHON) -m pip download --quiet --no-deps $(VLLM_NODEPS) pip "setuptools>=77.0.3" -c constraints.txt \
+	  -d $(WHEELHOUSE)/vllm
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache results

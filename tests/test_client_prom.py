@@ -108,13 +108,15 @@ def _stream_requests(base_url: str, count: int, max_tokens: int) -> list[int]:
 
 
 def test_poller_follows_a_run_on_the_mock_in_simulated_seconds() -> None:
-    with start_mock_server("data/vllm/config_b.yaml", "a100-80gb", time_scale=0.05) as server:
+    # time scale 0.25: the run lasts about 0.6 s of wall time, long enough for several scrapes and for the four
+    # requests to overlap on a busy machine (at 0.05 it lasted 0.12 s, and a slow scrape could miss it)
+    with start_mock_server("data/vllm/config_b.yaml", "a100-80gb", time_scale=0.25) as server:
         with MetricsPoller(server.base_url, interval_s=0.01) as poller:
             tokens = _stream_requests(server.base_url, 4, 120)
         frame = poller.frame()
         final = vllm_snapshot(scrape_metrics(server.url))
     assert poller.errors == 0 and len(frame) >= 5
-    assert frame["time_s"].to_numpy() == pytest.approx(frame["wall_s"].to_numpy() / 0.05)
+    assert frame["time_s"].to_numpy() == pytest.approx(frame["wall_s"].to_numpy() / 0.25)
     assert frame["num_requests_running"].max() >= 2                     # the requests ran together
     assert frame["generation_tokens"].is_monotonic_increasing
     assert frame["generation_tokens"].iloc[-1] == final["generation_tokens"] == sum(tokens) == 480

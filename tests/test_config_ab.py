@@ -9,11 +9,14 @@ import pytest
 
 from helpers.engine.config import EngineConfig
 from helpers.lessons.config_ab import (
+    ab_source_row,
     article_sweep,
+    at_concurrency,
     article_table,
     as_article_table,
     compare_with_article,
     feature_ladder,
+    what_carries_over,
 )
 
 
@@ -75,3 +78,30 @@ def test_ladder_turns_on_one_feature_per_rung_and_reaches_b() -> None:
                for x, y in zip(rungs, rungs[1:])]
     assert changed[1:] == [{"enable_prefix_caching"}, {"enable_chunked_prefill"}, {"max_num_batched_tokens"}]
     assert "max_num_seqs" in changed[0] and rungs[4].max_num_batched_tokens == 512
+
+
+def test_a_source_row_at_16_is_the_articles_own_ratios() -> None:
+    a, b = (at_concurrency(article_sweep(), 16, config) for config in "AB")
+    row = ab_source_row(a, b, model="m", hardware="h", clock="c")
+    assert row["B/A 吞吐"] == pytest.approx(210 / 58) and row["A/B TTFT_P99"] == pytest.approx(3800 / 950)
+    assert (row["A 吞吐 tokens/s"], row["B TTFT_P99 ms"]) == (58.0, 950.0)
+    with pytest.raises(KeyError, match="concurrency 4 for 'A', found 0"):
+        at_concurrency(article_sweep(), 4, "A")
+
+
+def _sources(*pairs: tuple[float, float, float, float]) -> pd.DataFrame:
+    rows = {f"s{i}": ab_source_row({"output_throughput": ta, "p99_ttft_ms": pa},
+                                   {"output_throughput": tb, "p99_ttft_ms": pb}, model="m", hardware="h", clock="c")
+            for i, (ta, tb, pa, pb) in enumerate(pairs)}
+    return pd.DataFrame(rows).T
+
+
+def test_what_carries_over_is_rendered_from_the_table() -> None:
+    text = what_carries_over(_sources((58, 210, 3800, 950), (100, 1200, 30_000, 900), (10, 50, 5000, 500)))
+    assert "3 个来源的方向一致" in text
+    assert "B 的吞吐是 A 的 3.6–12.0 倍（最小的是s0）" in text and "A 的 TTFT P99 是 B 的 4.0–33.3 倍" in text
+
+
+def test_a_source_where_b_does_not_win_is_named() -> None:
+    text = what_carries_over(_sources((58, 210, 3800, 950), (100, 90, 3000, 1000)))
+    assert "方向并不都一致：s1" in text and "个来源的方向一致" not in text

@@ -11,11 +11,15 @@ The one home of the article's numbers and of its table format:
   TTFT_P99 (ms, output throughput).
 - ``compare_with_article``: our columns beside the article's, one row per concurrency.
 - ``feature_ladder``: configs that turn B's features on one at a time, starting from A.
+- ``at_concurrency``, ``ab_source_row``, ``what_carries_over``: one A/B comparison from several sources (the
+  article, the simulator, the server measured over HTTP, real vLLM on this CPU) side by side, each labelled
+  with its model, hardware and clock, and the paragraph on what carries over from one to another.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -108,3 +112,44 @@ def feature_ladder(config_a: EngineConfig, config_b: EngineConfig) -> dict[str, 
         f"+ chunked prefill (= B, budget {config_b.max_num_batched_tokens})": chunked,
         "B, max_num_batched_tokens 512": config_b.replace(max_num_batched_tokens=512),
     }
+
+
+def at_concurrency(sweep: pd.DataFrame, concurrency: int, config: str | None = None) -> pd.Series:
+    """The row of one concurrency level (and one ``config``, for a sweep of several) of a sweep."""
+    rows = sweep if config is None else sweep[sweep["config"] == config]
+    rows = rows[rows["max_concurrency"] == concurrency]
+    if len(rows) != 1:
+        which = f" for {config!r}" if config else ""
+        raise KeyError(f"expected one row at concurrency {concurrency}{which}, found {len(rows)}")
+    return rows.iloc[0]
+
+
+def ab_source_row(a: Mapping[str, Any], b: Mapping[str, Any], *, model: str, hardware: str,
+                  clock: str) -> dict[str, Any]:
+    """One source of an A/B comparison: what ran, where, on which clock; both configs' output throughput and
+    TTFT P99 (its own units); and the two ratios, which need no unit (B/A throughput, A/B TTFT P99)."""
+    return {"模型": model, "硬件": hardware, "时钟": clock,
+            "A 吞吐 tokens/s": float(a["output_throughput"]),
+            "B 吞吐 tokens/s": float(b["output_throughput"]),
+            "B/A 吞吐": float(b["output_throughput"]) / float(a["output_throughput"]),
+            "A TTFT_P99 ms": float(a["p99_ttft_ms"]), "B TTFT_P99 ms": float(b["p99_ttft_ms"]),
+            "A/B TTFT_P99": float(a["p99_ttft_ms"]) / float(b["p99_ttft_ms"])}
+
+
+def what_carries_over(table: pd.DataFrame) -> str:
+    """The paragraph under an A/B table of ``ab_source_row`` rows (index: the source): the direction every
+    source agrees on, how far the ratios spread, where they are smallest, why only the direction carries."""
+    faster, queued = table["B/A 吞吐"], table["A/B TTFT_P99"]
+    against = [str(name) for name in table.index if faster[name] <= 1 or queued[name] <= 1]
+    if against:
+        agree = (f"方向并不都一致：{'、'.join(against)} 里 B 没有同时在吞吐和 TTFT P99 上胜过 A"
+                 "（看这一行的数字和它的时钟）。其余来源里")
+    else:
+        agree = f"{len(table)} 个来源的方向一致："
+    return (f"{agree}B 的吞吐是 A 的 {faster.min():.1f}–{faster.max():.1f} 倍"
+            f"（最小的是{faster.idxmin()}），A 的 TTFT P99 是 B 的 {queued.min():.1f}–{queued.max():.1f} 倍。"
+            "能从一处带到另一处的，是这个方向和它的原因：A 一次只跑一个请求，其余请求排队，TTFT 随并发"
+            "线性增长；B 把十几个请求放进同一步，一步里读一次权重、付一次固定开销，由它们分摊。这是 vLLM "
+            "调度器的规则，在哪台机器上都一样。带不过去的是倍数和绝对数字：每一行是不同的模型、不同的硬件、"
+            "不同的时钟，绝对数字彼此不能换算（哪怕数量级碰巧相近）；倍数取决于一步里什么最贵：分摊得掉的"
+            "（读权重、固定开销），还是分摊不掉的（每个 token 都要做的计算，例如长 prompt 的预填充）。")
