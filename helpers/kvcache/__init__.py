@@ -79,12 +79,23 @@ class WeightFormat:
     group_overhead_bits: int
 
     @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per quantized weight: the integer plus its share of its group's scale and zero."""
+        return self.bits + self.group_overhead_bits / self.group_size
+
+    @property
     def bytes_per_param(self) -> float:
-        return (self.bits + self.group_overhead_bits / self.group_size) / 8
+        return self.bits_per_weight / 8
 
 
-# AutoAWQ (Lin et al. 2023) and GPTQ (Frantar et al. 2022) checkpoints as vLLM loads them: packed 4-bit
-# qweight, an fp16 scale and a packed 4-bit zero point (qzeros) per group of 128 input rows.
+# AutoAWQ (Lin et al. 2023) and GPTQ (Frantar et al. 2022) checkpoints as vLLM 0.32.0 loads them
+# (`create_weights` of BaseAWQLinearMethod and AutoAWQMarlinLinearMethod in
+# vllm/model_executor/layers/quantization/auto_awq.py, of AutoGPTQLinearMethod in auto_gptq.py): packed
+# 4-bit qweight, an fp16 scale and a packed 4-bit zero point (qzeros, kept by GPTQ's sym=True checkpoints
+# too) per group of input rows of one output channel. Group 128 is AutoAWQ's default
+# (AwqConfig.q_group_size, awq/models/_config.py) and transformers' GPTQConfig default; AutoGPTQ's own
+# BaseQuantizeConfig defaults to group_size=-1 (per output channel): a checkpoint's quantization_config says
+# which.
 WEIGHT_FORMATS: dict[str, WeightFormat] = {"awq-int4": WeightFormat(4, 128, 16 + 4),
                                            "gptq-int4": WeightFormat(4, 128, 16 + 4)}
 
