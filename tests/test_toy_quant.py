@@ -61,7 +61,8 @@ def test_group_wise_scales_cost_bytes_and_follow_outliers():
 @pytest.mark.parametrize(("bits", "group_size", "expected"),
                          [(4, 128, 4 + 16 / 128), (4, None, 4 + 16 / 256), (8, 128, 8 + 16 / 128)])
 def test_bits_per_weight_counts_the_integer_and_its_share_of_the_fp16_scale(bits, group_size, expected):
-    q = quantize_matrix(np.random.default_rng(3).standard_normal((256, 64)).astype(np.float32), bits, group_size)
+    w = np.random.default_rng(3).standard_normal((256, 64)).astype(np.float32)
+    q = quantize_matrix(w, bits, group_size)
     assert q.bits_per_weight == pytest.approx(expected, rel=1e-12)
 
 
