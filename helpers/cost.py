@@ -17,7 +17,7 @@ import csv
 import datetime as dt
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -85,10 +85,30 @@ def price_table(as_of: dt.date | None = None) -> pd.DataFrame:
                           "age_days": p.age_days(as_of), "stale": p.is_stale(as_of)} for p in load_prices()])
 
 
-def price_spreads() -> pd.DataFrame:
-    """Per GPU listed by more than one provider: cheapest, dearest and their ratio, largest spread first
-    (the claim "the same card costs N× more elsewhere" is rendered from this, never written by hand)."""
-    table = price_table(dt.date.fromisoformat("2100-01-01"))  # ages are not used here
+def offer_bases(prices: Iterable[GPUPrice] | None = None) -> dict[str, int]:
+    """GPUs per listed offer, by provider: every provider's rows share one basis (default: the whole file).
+
+    A price is per GPU either way (an 8-GPU instance's hourly price ÷ 8), but an 8-GPU node's per-GPU price is
+    usually lower than a single GPU's, so a provider whose rows mixed the two would compare a node discount
+    with a list price across its own GPUs. Raises ``ValueError`` naming the provider and its offers then.
+    """
+    offers: dict[str, dict[int, list[str]]] = {}
+    for p in load_prices() if prices is None else prices:
+        offers.setdefault(p.provider, {}).setdefault(p.gpus_in_offer, []).append(p.gpu)
+    mixed = {provider: sizes for provider, sizes in offers.items() if len(sizes) > 1}
+    if mixed:
+        detail = "; ".join(f"{provider}: " + ", ".join(f"{n}-GPU {gpus}" for n, gpus in sorted(sizes.items()))
+                           for provider, sizes in mixed.items())
+        raise ValueError(f"a provider's prices mix offer sizes ({detail}): keep one basis per provider in "
+                         "data/gpu_prices.csv (the 1-GPU or the 8-GPU offers), see data/README.md")
+    return {provider: next(iter(sizes)) for provider, sizes in offers.items()}
+
+
+def price_spreads(as_of: dt.date | None = None) -> pd.DataFrame:
+    """Per GPU listed by more than one provider: cheapest, dearest, their ratio, the offer sizes they come
+    from and whether either is stale on ``as_of`` (default today); largest spread first (the claim "the same
+    card costs N× more elsewhere" is rendered from this, never written by hand)."""
+    table = price_table(as_of)
     rows = []
     for gpu, group in table.groupby("gpu"):
         if len(group) > 1:
@@ -96,7 +116,9 @@ def price_spreads() -> pd.DataFrame:
             low, high = group.loc[price.idxmin()], group.loc[price.idxmax()]
             rows.append({"gpu": gpu, "cheapest": f"{low['provider']} {low['usd_per_gpu_hour']:.2f}",
                          "dearest": f"{high['provider']} {high['usd_per_gpu_hour']:.2f}",
-                         "spread": high["usd_per_gpu_hour"] / low["usd_per_gpu_hour"]})
+                         "spread": high["usd_per_gpu_hour"] / low["usd_per_gpu_hour"],
+                         "offers": f"{low['gpus_in_offer']}-GPU vs {high['gpus_in_offer']}-GPU",
+                         "stale": bool(low["stale"] or high["stale"])})
     return pd.DataFrame(rows).sort_values("spread", ascending=False).set_index("gpu")
 
 

@@ -181,14 +181,14 @@ def cost_model(model: ModelSpec | str, gpu: GPUSpec | str, *, weight_dtype: str 
     window = model.sliding_window if model.num_sliding_window_layers else None
     return StepCostModel(
         flops_per_token=2.0 * model.active_params,
-        attn_flops_per_token_ctx=2.0 * model.num_layers * model.num_attention_heads
+        attn_flops_per_token_ctx=2.0 * model.num_attention_layers * model.num_attention_heads
         * (model.head_dim + v_dim),
         kv_bytes_per_token=float(kv_bytes_per_token(model, kv_dtype)),
         shared_weight_bytes=(model.total_params - expert_params) * weight_b,
         expert_weight_bytes=expert_params * weight_b,
         expert_fraction_per_token=k / experts if experts else 0.0,
         sliding_window=window,
-        sliding_fraction=model.num_sliding_window_layers / model.num_layers if window else 0.0,
+        sliding_fraction=model.num_sliding_window_layers / model.num_attention_layers if window else 0.0,
         flops_per_s=gpu.fp16_flops_per_s * mfu * tp,
         bytes_per_s=gpu.memory_bandwidth_bytes_per_s * mbu * tp,
         overhead_s=overhead_s,

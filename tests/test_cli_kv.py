@@ -106,3 +106,17 @@ def test_module_entry_point_runs() -> None:
         [sys.executable, "-m", "helpers", "kv", "--model", "nope"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and done.stderr.startswith("error: unknown model") and not done.stdout
+
+
+def test_a_hybrid_batch_fits_only_with_room_for_each_state(capsys: pytest.CaptureFixture[str]) -> None:
+    # B200 at 0.9: 799 blocks of 544 tokens x 12 layers; a 32768-token request: 61 KV blocks + 3 x 2 state
+    args = ["kv", "--model", "qwen3-next-80b-a3b", "--gpu", "b200", "--seq-len", "32768", "--json"]
+    assert main([*args, "--batch", "11"]) == 0
+    fits = json.loads(capsys.readouterr().out)
+    assert fits["capacity"]["num_blocks"] == 799 and fits["capacity"]["batch_fits"]  # 11 x 67 = 737 blocks
+    assert fits["kv_cache_bytes"] == 11 * 32768 * 24_576  # KV only: the state is the plan's to count
+    assert main([*args, "--batch", "12"]) == 0
+    # 12 x 67 = 804 > 799 blocks, though the KV alone (12 x 61 = 732) would fit
+    assert not json.loads(capsys.readouterr().out)["capacity"]["batch_fits"]
+    assert main(args[:-1] + ["--batch", "1"]) == 0
+    assert "12 attention layers keep KV, 36 linear-attention layers" in capsys.readouterr().out

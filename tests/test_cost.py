@@ -1,11 +1,22 @@
 """$/1M tokens from data/gpu_prices.csv, tokens/s/user and /GPU as vLLM's Pareto plot, the front."""
 import datetime
 import math
+import re
 
 import pandas as pd
 import pytest
 
-from helpers.cost import cost_row, gpu_price, load_prices, pareto_front, usd_per_million_tokens, users
+from helpers.cost import (
+    GPUPrice,
+    cost_row,
+    gpu_price,
+    load_prices,
+    offer_bases,
+    pareto_front,
+    price_spreads,
+    usd_per_million_tokens,
+    users,
+)
 from helpers.hardware import list_gpus
 from helpers.plots.slo import plot_goodput_knee, plot_pareto
 
@@ -19,7 +30,7 @@ def test_every_gpu_has_a_price_with_its_source_and_date():
 
 
 def test_gpu_price_takes_the_first_row_or_the_providers_and_says_what_is_priced():
-    assert gpu_price("a100-80gb").provider == "Lambda"
+    assert gpu_price("a100-80gb").provider == "RunPod" and gpu_price("h100-sxm").provider == "Lambda"
     assert gpu_price("a100-80gb", "AWS").usd_per_gpu_hour > gpu_price("a100-80gb").usd_per_gpu_hour
     assert gpu_price("h200").provider == "Crusoe" and gpu_price("rtx-4090").provider == "RunPod"
     with pytest.raises(KeyError, match="usd_per_gpu_hour"):
@@ -54,11 +65,10 @@ def test_pareto_front_keeps_the_undominated_points_and_the_plots_draw():
 
 
 def test_price_spreads_are_computed_and_data_readme_states_them():
-    from helpers.cost import price_spreads
     from helpers.models import DATA_DIR
 
     spreads = price_spreads()["spread"].round(2)
-    assert spreads.to_dict() == {"a100-80gb": 1.92, "h100-sxm": 1.72, "a100-40gb": 1.38, "h200": 1.08}
+    assert spreads.to_dict() == {"a100-80gb": 1.92, "h100-sxm": 1.72, "h200": 1.08}
     readme = (DATA_DIR / "README.md").read_text(encoding="utf-8")
     for gpu, ratio in spreads.items():
         assert f"{ratio:.2f}× for {gpu}" in readme, gpu
@@ -74,5 +84,25 @@ def test_stale_prices_and_offer_basis():
     assert table.loc[("rtx-4090", "RunPod"), "stale"] and not table.loc[("a10", "Lambda"), "stale"]
     assert gpu_price("rtx-4090").age_days(as_of) == 506
     assert not gpu_price("rtx-4090").is_stale(dt.date(2026, 7, 13))  # exactly a year: not yet
-    assert gpu_price("a100-80gb").gpus_in_offer == 8 and gpu_price("h100-sxm").gpus_in_offer == 1
+    assert gpu_price("a100-40gb").gpus_in_offer == 8 and gpu_price("h100-sxm").gpus_in_offer == 1
     assert gpu_price("h100-sxm", "AWS").gpus_in_offer == 8
+    spreads = price_spreads(as_of)
+    assert spreads.loc["h200", "stale"] and not spreads.loc["a100-80gb", "stale"]  # RunPod h200: 2025
+    assert spreads.loc["a100-80gb", "offers"] == "1-GPU vs 8-GPU"
+
+
+def test_each_provider_prices_on_one_basis_one_gpu_or_eight_gpu_offers():
+    bases = offer_bases()  # raises on the file if a provider mixes 1-GPU and 8-GPU offers
+    assert bases == {"Lambda": 1, "Modal": 1, "RunPod": 1, "AWS": 8, "Crusoe": 1}
+    lambda_8x = GPUPrice("a100-80gb", 2.79, "Lambda", "8x NVIDIA A100 SXM 80 GB on-demand (per GPU)",
+                         "https://lambda.ai/instances", "2026-09-20", "test")
+    with pytest.raises(ValueError, match=r"Lambda: 1-GPU \['a10'.*8-GPU \['a100-80gb'\]"):
+        offer_bases([*load_prices(), lambda_8x])
+
+
+def test_an_instance_price_is_divided_by_its_gpus():
+    for p in load_prices():
+        node = re.search(r"\$([\d.]+)/h for (\d+) GPUs", p.offer)
+        if node:
+            assert p.usd_per_gpu_hour == pytest.approx(float(node.group(1)) / int(node.group(2)), abs=1e-4), p
+        assert p.gpus_in_offer in (1, 8), p

@@ -32,3 +32,12 @@ def test_qwen3_next_bytes():
 def test_unknown_layer_kinds_are_refused():
     with pytest.raises(ValueError, match="does not know"):
         hybrid_cache({**QWEN3_NEXT, "layer_types": ["mamba"] * 48})
+
+
+def test_a_model_spec_gives_the_same_cache_as_its_config():
+    from helpers.models import ModelSpec, load_model
+
+    assert hybrid_cache(load_model("qwen3-next-80b-a3b")) == hybrid_cache(QWEN3_NEXT)
+    spec = ModelSpec.from_hf_config({**QWEN3_NEXT, "model_type": "qwen3_next", "intermediate_size": 5120,
+                                     "vocab_size": 151936, "max_position_embeddings": 262144})
+    assert hybrid_cache(spec) == hybrid_cache(QWEN3_NEXT)

@@ -33,6 +33,7 @@ EXACT_PARAMS = {
     "phi-3-mini": 3_821_079_552,
     "gpt2": 124_439_808,
     "falcon-7b": 6_921_720_704,
+    "qwen3-next-80b-a3b": 79_674_391_296,  # 12 gated attention + 36 Gated DeltaNet blocks, 512 experts each
 }
 # Published figures (billions; model cards truncate, e.g. Qwen2.5-14B's 14.77B is "14.7B"): within 1 %.
 PUBLISHED_B = {
@@ -42,6 +43,7 @@ PUBLISHED_B = {
     "qwen3-8b": 8.2,
     "deepseek-v3": 671,
     "mixtral-8x7b": 46.7,
+    "qwen3-next-80b-a3b": 80,
 }
 
 
@@ -325,3 +327,48 @@ def test_inconsistent_attention_label_is_rejected() -> None:
             max_position_embeddings=16,
             attention="GQA",
         )
+
+
+QWEN3_NEXT_TINY = {  # a Qwen3-Next-shaped config small enough to count by hand
+    "model_type": "qwen3_next", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96, "vocab_size": 100,
+    "max_position_embeddings": 512, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4,
+}
+
+
+def test_hybrid_layers_come_from_layer_types_or_qwen3_nexts_interval_rule() -> None:
+    by_rule = ModelSpec.from_hf_config(QWEN3_NEXT_TINY)  # no layer_types: every 4th layer attends
+    assert by_rule.is_hybrid and by_rule.num_attention_layers == 1
+    assert by_rule.linear_attention is not None and by_rule.linear_attention.num_layers == 3
+    assert any("Qwen3NextConfig rule" in note for note in by_rule.assumptions)
+    alternating = ["linear_attention", "full_attention"] * 2
+    listed = ModelSpec.from_hf_config({**QWEN3_NEXT_TINY, "layer_types": alternating})
+    assert listed.num_attention_layers == 2 and not listed.assumptions
+    plain = ModelSpec.from_hf_config({**QWEN3_NEXT_TINY, "layer_types": ["full_attention"] * 4})
+    assert not plain.is_hybrid and plain.num_attention_layers == 4
+
+
+def test_hybrid_configs_that_cannot_be_modelled_say_why() -> None:
+    with pytest.raises(ValueError, match="does not model: \\['mamba'\\]"):
+        ModelSpec.from_hf_config({**QWEN3_NEXT_TINY, "layer_types": ["mamba"] * 4})
+    with pytest.raises(ValueError, match="lists 3 layers"):
+        ModelSpec.from_hf_config({**QWEN3_NEXT_TINY, "layer_types": ["full_attention"] * 3})
+    with pytest.raises(ValueError, match="no linear_conv_kernel_dim"):
+        ModelSpec.from_hf_config({k: v for k, v in QWEN3_NEXT_TINY.items() if k != "linear_conv_kernel_dim"})
+
+
+def test_a_gated_deltanet_block_and_a_gated_attention_block_counted_by_hand() -> None:
+    model = ModelSpec.from_hf_config({**QWEN3_NEXT_TINY, "num_experts": 0})
+    h, key, value, conv = 64, 2 * 8, 4 * 8, 2 * 2 * 8 + 4 * 8
+    gdn = h * (2 * key + 2 * value) + h * 2 * 4 + conv * 4 + 2 * 4 + 8 + value * h
+    attention = h * 4 * 16 * 2 + 2 * h * 2 * 16 + 4 * 16 * h + 2 * 16  # q (+ output gate), k, v, o, q/k norms
+    mlp, norms = 3 * h * 96, 2 * h
+    assert model.total_params == 3 * gdn + attention + 4 * (mlp + norms) + 2 * 100 * h + h
+
+
+def test_qwen3_next_preset_is_the_hybrid_of_notebook_03() -> None:
+    model = load_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert model.name == "qwen3-next-80b-a3b" and model.num_attention_layers == 12
+    assert model.linear_attention is not None and model.linear_attention.conv_dim == 8192
+    assert model.active_params == 3_874_929_408  # 10 routed + 1 shared expert of 512 per token

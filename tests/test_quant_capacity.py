@@ -22,6 +22,12 @@ def test_awq_bytes_are_4_bits_plus_group_scales_plus_16_bit_embeddings():
     assert set(WEIGHT_FORMATS) == {"awq-int4", "gptq-int4"}
 
 
+def test_a_checkpoint_format_stores_its_bits_plus_a_16_bit_scale_and_a_4_bit_zero_per_group():
+    for fmt in WEIGHT_FORMATS.values():
+        assert fmt.bits_per_weight == fmt.bits + (16 + 4) / fmt.group_size
+        assert fmt.bytes_per_param == fmt.bits_per_weight / 8
+
+
 def test_the_articles_13b_fits_a_4090_only_with_4_bit_weights():
     plans = {wd: plan_capacity(L13, "rtx-4090", gpu_memory_utilization=0.92, max_model_len=4096,
                                weight_dtype=wd) for wd in ("fp16", "awq-int4")}

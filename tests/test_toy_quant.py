@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers.kvcache import WEIGHT_FORMATS
 from helpers.toy.config import ToyConfig
 from helpers.toy.generate import ToyModel, random_prompt
 from helpers.toy.quant import (
@@ -55,6 +56,22 @@ def test_group_wise_scales_cost_bytes_and_follow_outliers():
     rest = slice(128, 256)
     err = [np.abs(q.dequantize()[rest] - w[rest]).mean() for q in (per_channel, grouped)]
     assert err[1] < err[0] / 5
+
+
+@pytest.mark.parametrize(("bits", "group_size", "expected"),
+                         [(4, 128, 4 + 16 / 128), (4, None, 4 + 16 / 256), (8, 128, 8 + 16 / 128)])
+def test_bits_per_weight_counts_the_integer_and_its_share_of_the_fp16_scale(bits, group_size, expected):
+    w = np.random.default_rng(3).standard_normal((256, 64)).astype(np.float32)
+    q = quantize_matrix(w, bits, group_size)
+    assert q.bits_per_weight == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_toy_stores_fewer_bits_than_an_awq_or_gptq_checkpoint_it_has_no_zero_points():
+    q4 = quantize_matrix(np.ones((256, 8), np.float32), 4, 128)
+    for name in ("awq-int4", "gptq-int4"):
+        fmt = WEIGHT_FORMATS[name]
+        assert fmt.group_size == 128 and fmt.bits == 4
+        assert fmt.bits_per_weight - q4.bits_per_weight == pytest.approx(4 / 128)  # one 4-bit zero per group
 
 
 def test_bad_bits_or_group_size_say_what_to_do():

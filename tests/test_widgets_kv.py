@@ -150,3 +150,39 @@ def test_seq_len_and_batch_move_a_doubling_per_notch() -> None:
         panel.controls[name].value = target
     assert (panel.result.seq_len, panel.result.batch_size) == (4096, 8)
     assert isinstance(panel.result.seq_len, int)
+
+
+def _shown(panel, capsys) -> str:
+    """What the panel renders (outside a kernel, ipywidgets' Output lets display() reach stdout)."""
+    capsys.readouterr()
+    panel.update()
+    return capsys.readouterr().out
+
+
+def test_calculator_counts_a_hybrid_models_kv_on_attention_layers_and_adds_its_state(calc, capsys) -> None:
+    calc.controls["preset"].value = "qwen3-next-80b-a3b"
+    calc.set_values(seq_len=32768, batch_size=4, dtype="fp16")
+    model, result = load_model("qwen3-next-80b-a3b"), calc.result
+    assert result.model == model and result.bytes_per_token == 12 * 2 * 2 * 256 * 2
+    assert result.total_bytes == kv_cache_bytes(model, 32768, batch_size=4)
+    assert result.state_bytes == 4 * 36 * (8192 * 3 + 32 * 128 * 128) * 2  # whatever the length
+    assert result.cache_bytes == result.total_bytes + result.state_bytes
+    shown = _shown(calc, capsys)
+    assert "12 of 48 layers" in shown and "fixed state" in shown
+    calc.controls["num_layers"].value = 8                    # the 3-in-4 linear share follows the slider
+    assert (calc.result.model.num_attention_layers, calc.result.model.linear_attention.num_layers) == (2, 6)
+    calc.controls["num_layers"].value = 1                    # one layer left: it attends, no state
+    assert not calc.result.model.is_hybrid and calc.result.state_bytes == 0
+    calc.controls["preset"].value = "llama-2-7b"
+
+
+def test_capacity_panel_plans_a_hybrid_model_with_its_state(capsys) -> None:
+    panel = capacity_panel("qwen3-next-80b-a3b", "b200", max_model_len=32768)
+    assert panel.result == plan_capacity("qwen3-next-80b-a3b", "b200", max_model_len=32768)
+    assert panel.result.fits and panel.result.state_bytes_per_sequence > 0
+    shown = _shown(panel, capsys)
+    assert "blocks of 544" in shown and "fixed linear-attention state" in shown
+    assert "36 个线性注意力层" in shown
+    panel.controls["weight_dtype"].value = "int4"             # more pool: more requests, same state each
+    assert panel.result.max_concurrency > plan_capacity("qwen3-next-80b-a3b", "b200",
+                                                        max_model_len=32768).max_concurrency

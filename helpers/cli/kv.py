@@ -14,7 +14,6 @@ from typing import Any
 from helpers.cli.args import fail
 from helpers.kvcache import (
     DTYPE_BYTES,
-    cached_layer_tokens,
     format_bytes,
     kv_bytes_per_token,
     kv_cache_bytes,
@@ -99,8 +98,7 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
             kv_dtype=args.kv_dtype,
             tensor_parallel_size=args.tensor_parallel_size,
         )
-        tokens_needed = cached_layer_tokens(model, seq_len) / model.num_layers * args.batch
-        fits = plan.fits and seq_len <= plan.max_model_len and tokens_needed <= plan.kv_cache_tokens
+        fits = plan.fits and seq_len <= plan.max_model_len and plan.concurrency_for(seq_len) >= args.batch
         why = f" (longer than max_model_len {plan.max_model_len:,})" if seq_len > plan.max_model_len else ""
         report["capacity"] = {**plan.to_dict(), "batch_fits": fits, "explain": plan.explain(), "why": why}
     return report
@@ -117,6 +115,10 @@ def _text(report: dict[str, Any]) -> str:
     ]
     if m["sliding_window"]:
         lines.insert(1, f"sliding window {m['sliding_window']} on {m['num_sliding_window_layers']} layers")
+    if m["linear_attention"]:
+        linear = m["linear_attention"]["num_layers"]
+        lines.insert(1, f"hybrid: {m['num_layers'] - linear} attention layers keep KV, {linear} "
+                        "linear-attention layers a fixed state per sequence (in the capacity plan below)")
     lines += [f"note: {note}" for note in m["assumptions"]]
     lines += [f"WARNING: {warning}" for warning in report["warnings"]]
     cap = report["capacity"]

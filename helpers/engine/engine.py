@@ -89,6 +89,10 @@ class LLMEngine:
                  allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> None:
         self.gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
         self.model = model or load_model(config.model)
+        if self.model.is_hybrid:
+            raise ValueError(f"{self.model.name} is a hybrid model: the engine simulates a KV pool of "
+                             "attention layers only, not the fixed state its linear-attention layers keep "
+                             "per request; size it with plan_capacity (helpers.kvcache.capacity) instead")
         config = config.for_gpu(self.gpu, config.max_model_len or self.model.max_position_embeddings)
         self.config = config
         self.capacity = plan_capacity(

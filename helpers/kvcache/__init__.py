@@ -3,9 +3,11 @@
 Per token, every full-attention layer stores one key and one value per KV head:
 ``2 x layers x kv_heads x head_dim x dtype bytes``. MLA (DeepSeek) stores one compressed latent plus a
 shared RoPE key per layer instead: ``layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes``, no
-factor 2. Sliding-window layers stop growing at the window. Sizes are in bytes; ``format_bytes`` shows
-GiB and GB side by side because the articles mix them up. Capacity planning (vLLM's KV pool) lives in
-``helpers.kvcache.capacity`` (``plan_capacity``, ``CapacityPlan``, ``plan.explain()``).
+factor 2. Sliding-window layers stop growing at the window; a hybrid model's linear-attention layers
+cache no KV at all (their fixed state per sequence: ``helpers.kvcache.hybrid``). Sizes are in bytes;
+``format_bytes`` shows GiB and GB side by side because the articles mix them up. Capacity planning
+(vLLM's KV pool) lives in ``helpers.kvcache.capacity`` (``plan_capacity``, ``CapacityPlan``,
+``plan.explain()``).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def kv_elements_per_token_per_layer(model: ModelSpec) -> int:
 
 
 def kv_bytes_per_token(model: ModelSpec, dtype: str = "fp16") -> int:
-    """KV bytes one token adds across all layers while every layer still grows (before any window)."""
-    return math.ceil(model.num_layers * kv_elements_per_token_per_layer(model) * dtype_bytes(dtype))
+    """KV bytes one token adds across the attention layers while all still grow (before any window)."""
+    return math.ceil(model.num_attention_layers * kv_elements_per_token_per_layer(model) * dtype_bytes(dtype))
 
 
 def _check_count(name: str, value: int) -> None:
@@ -53,12 +55,13 @@ def _check_count(name: str, value: int) -> None:
 
 
 def cached_layer_tokens(model: ModelSpec, seq_len: int) -> int:
-    """Sum over layers of the tokens each layer keeps: full layers all, windowed layers at most the window."""
+    """Sum over the attention layers of the tokens each keeps: full layers all, windowed layers at most the
+    window (a hybrid model's linear-attention layers keep none)."""
     _check_count("seq_len", seq_len)
     window = model.sliding_window
     windowed = model.num_sliding_window_layers if window else 0
     kept = min(seq_len, window) if window and windowed else 0
-    return (model.num_layers - windowed) * seq_len + windowed * kept
+    return (model.num_attention_layers - windowed) * seq_len + windowed * kept
 
 
 def kv_cache_bytes(model: ModelSpec, seq_len: int, batch_size: int = 1, dtype: str = "fp16") -> int:
@@ -79,12 +82,23 @@ class WeightFormat:
     group_overhead_bits: int
 
     @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per quantized weight: the integer plus its share of its group's scale and zero."""
+        return self.bits + self.group_overhead_bits / self.group_size
+
+    @property
     def bytes_per_param(self) -> float:
-        return (self.bits + self.group_overhead_bits / self.group_size) / 8
+        return self.bits_per_weight / 8
 
 
-# AutoAWQ (Lin et al. 2023) and GPTQ (Frantar et al. 2022) checkpoints as vLLM loads them: packed 4-bit
-# qweight, an fp16 scale and a packed 4-bit zero point (qzeros) per group of 128 input rows.
+# AutoAWQ (Lin et al. 2023) and GPTQ (Frantar et al. 2022) checkpoints as vLLM 0.32.0 loads them
+# (`create_weights` of BaseAWQLinearMethod and AutoAWQMarlinLinearMethod in
+# vllm/model_executor/layers/quantization/auto_awq.py, of AutoGPTQLinearMethod in auto_gptq.py): packed
+# 4-bit qweight, an fp16 scale and a packed 4-bit zero point (qzeros, kept by GPTQ's sym=True checkpoints
+# too) per group of input rows of one output channel. Group 128 is AutoAWQ's default
+# (AwqConfig.q_group_size, awq/models/_config.py) and transformers' GPTQConfig default; AutoGPTQ's own
+# BaseQuantizeConfig defaults to group_size=-1 (per output channel): a checkpoint's quantization_config says
+# which.
 WEIGHT_FORMATS: dict[str, WeightFormat] = {"awq-int4": WeightFormat(4, 128, 16 + 4),
                                            "gptq-int4": WeightFormat(4, 128, 16 + 4)}
 

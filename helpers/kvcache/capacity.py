@@ -17,6 +17,12 @@ We cannot profile a GPU we do not have, so two reserves are estimated (both over
   ``1 - gpu_memory_utilization`` headroom.
 
 Tensor parallelism splits weights and KV heads across GPUs (MLA's latent is replicated on each GPU).
+
+Hybrid models (Qwen3-Next, notebook 03 §5): only the attention layers grow per token; each concurrent
+sequence also holds its linear-attention layers' fixed state in the same pool, laid out as vLLM 0.32.0 does
+(``helpers.kvcache.hybrid.hybrid_blocks``: enlarged blocks, state pages padded to them, two state copies with
+prefix caching). The plan's ``kv_cache_tokens`` is then vLLM's group-aware figure, max concurrency ×
+max_model_len, and ``state_bytes_per_sequence`` says what each request's state costs.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from helpers.kvcache import (
     weights_bytes,
 )
 from helpers.kvcache.batch_defaults import vllm_batch_defaults
+from helpers.kvcache.hybrid import HybridBlocks, hybrid_blocks, state_bytes_per_layer
 from helpers.models import ModelSpec, load_model
 
 NON_TORCH_BYTES = 1 << 30
@@ -92,6 +99,11 @@ class CapacityPlan:
     max_num_batched_tokens: int
     max_num_seqs: int
     reason: str  # why it does not fit ("" when it fits)
+    # hybrid models only (module docstring): the fixed state one request holds in the pool, and the layout
+    state_bytes_per_sequence: int = 0
+    hybrid: HybridBlocks | None = None
+    enable_prefix_caching: bool = True
+    mamba_cache_dtype: str = "auto"
 
     @property
     def pool_fits_weights(self) -> bool:
@@ -103,17 +115,37 @@ class CapacityPlan:
         data["model"], data["gpu"] = self.model.name, self.gpu.name
         return data
 
+    def concurrency_for(self, seq_len: int) -> float:
+        """How many requests of ``seq_len`` tokens the pool holds at once (each with its fixed state, for a
+        hybrid model): the plan's ``max_concurrency`` at ``max_model_len``, more for shorter requests."""
+        if self.hybrid is not None:
+            return self.num_blocks / self.hybrid.blocks_per_request(seq_len) if seq_len else math.inf
+        tokens = cached_layer_tokens(self.model, seq_len) / self.model.num_attention_layers
+        return self.kv_cache_tokens / tokens if tokens else math.inf
+
     def explain(self) -> str:
         """A short account in Chinese (units in English); when it does not fit, what would."""
         return explain_plan(self)
 
 
-def _kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int) -> int:
+def _kv_elements_per_token_per_layer_per_gpu(model: ModelSpec, tp: int) -> int:
     if model.kv_lora_rank:  # the MLA latent is shared by all heads, so every GPU keeps all of it
-        per_layer = kv_elements_per_token_per_layer(model)
-    else:  # KV heads are split across GPUs; with more GPUs than KV heads each GPU keeps one
-        per_layer = max(1, model.num_kv_heads // tp) * (model.head_dim + model.value_head_dim)
-    return math.ceil(model.num_layers * per_layer * dtype_bytes(kv_dtype))
+        return kv_elements_per_token_per_layer(model)
+    # KV heads are split across GPUs; with more GPUs than KV heads each GPU keeps one
+    return max(1, model.num_kv_heads // tp) * (model.head_dim + model.value_head_dim)
+
+
+def _kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int) -> int:
+    per_layer = _kv_elements_per_token_per_layer_per_gpu(model, tp)
+    return math.ceil(model.num_attention_layers * per_layer * dtype_bytes(kv_dtype))
+
+
+def _state_dtype(mamba_cache_dtype: str, weight_dtype: str) -> str:
+    """vLLM's ``mamba_cache_dtype`` "auto" follows the model dtype: 16/32-bit weights' own, else bf16
+    (a quantized checkpoint still computes in 16 bits)."""
+    if mamba_cache_dtype != "auto":
+        return mamba_cache_dtype
+    return weight_dtype if weight_dtype in ("fp32", "fp16", "bf16") else "bf16"
 
 
 def _check_tp(model: ModelSpec, tp: int) -> None:
@@ -139,11 +171,15 @@ def plan_capacity(
     max_num_seqs: int | None = None,
     activation_bytes: int | None = None,
     non_torch_bytes: int = NON_TORCH_BYTES,
+    enable_prefix_caching: bool = True,
+    mamba_cache_dtype: str = "auto",
 ) -> CapacityPlan:
     """vLLM's KV-cache budget for ``model`` on ``gpu``; ``kv_dtype="auto"`` follows 16/32-bit weights.
     ``max_num_batched_tokens`` / ``max_num_seqs`` left as None are vLLM 0.32.0's ``vllm serve`` defaults
     for this GPU and ``max_model_len`` (``vllm_batch_defaults``: 2048 / 256 on an A100 or a GPU under
-    70 GiB, 8192 / 1024 on larger ones, 16384 / 1024 from 160 GiB), the sizes vLLM's profiling run uses."""
+    70 GiB, 8192 / 1024 on larger ones, 16384 / 1024 from 160 GiB), the sizes vLLM's profiling run uses.
+    ``enable_prefix_caching`` (vLLM's default on) and ``mamba_cache_dtype`` matter for hybrid models only:
+    with prefix caching each request keeps two copies of its fixed state (module docstring)."""
     model = load_model(model) if isinstance(model, str) else model
     gpu = load_gpu(gpu) if isinstance(gpu, str) else gpu
     if not 0 < gpu_memory_utilization <= 1:
@@ -171,10 +207,26 @@ def plan_capacity(
     budget = math.floor(gpu.memory_bytes * gpu_memory_utilization)
     pool = budget - weights - activation_bytes - non_torch_bytes
     per_token = _kv_bytes_per_token_per_gpu(model, kv_dtype, tp)
-    num_blocks = max(0, pool) // (block_size * per_token)
-    kv_tokens = num_blocks * block_size
-    tokens_per_request = cached_layer_tokens(model, max_model_len) / model.num_layers
-    concurrency = kv_tokens / tokens_per_request
+    tokens_per_request = cached_layer_tokens(model, max_model_len) / model.num_attention_layers
+    hybrid = None
+    if model.is_hybrid:
+        if model.num_sliding_window_layers:
+            raise ValueError(f"{model.name}: sliding-window layers in a hybrid model are not modelled")
+        state_dtype = _state_dtype(mamba_cache_dtype, weight_dtype)
+        per_layer = _kv_elements_per_token_per_layer_per_gpu(model, tp) * dtype_bytes(kv_dtype)
+        hybrid = hybrid_blocks(  # its block_size is what vLLM raises cache_config.block_size to
+            attention_layers=model.num_attention_layers,
+            linear_layers=model.num_layers - model.num_attention_layers,
+            kv_bytes_per_token_per_layer=per_layer,
+            state_bytes_per_layer=state_bytes_per_layer(model, math.ceil(dtype_bytes(state_dtype)), tp),
+            block_size=block_size, enable_prefix_caching=enable_prefix_caching)
+        num_blocks = max(0, pool) // hybrid.bytes_per_block
+        concurrency = num_blocks / hybrid.blocks_per_request(max_model_len)
+        kv_tokens = int(concurrency * max_model_len)  # vLLM's get_kv_cache_capacity
+    else:
+        num_blocks = max(0, pool) // (block_size * per_token)
+        kv_tokens = num_blocks * block_size
+        concurrency = kv_tokens / tokens_per_request
     if weights > gpu.memory_bytes:
         reason = f"权重 {format_bytes(weights)} 超过整张卡的显存 {format_bytes(gpu.memory_bytes)}"
     elif weights > budget:
@@ -183,6 +235,11 @@ def plan_capacity(
         reason = (
             f"权重 + 激活峰值 + 非 PyTorch 预留 = {format_bytes(budget - pool)} 超过显存预算 "
             f"{format_bytes(budget)}，没有留给 KV cache 的空间"
+        )
+    elif concurrency < 1 and hybrid is not None:
+        reason = (
+            f"KV 池只有 {num_blocks} 块，不够一条 max_model_len={max_model_len} 的请求"
+            f"（它要 {hybrid.blocks_per_request(max_model_len)} 块：KV 加上线性注意力层的固定状态）"
         )
     elif concurrency < 1:
         reason = (
@@ -214,6 +271,10 @@ def plan_capacity(
         max_num_batched_tokens,
         max_num_seqs,
         reason,
+        hybrid.state_bytes_per_sequence if hybrid else 0,
+        hybrid,
+        enable_prefix_caching,
+        mamba_cache_dtype,
     )
 
 
@@ -227,6 +288,8 @@ _SETTINGS = (
     "max_num_batched_tokens",
     "max_num_seqs",
     "non_torch_bytes",
+    "enable_prefix_caching",
+    "mamba_cache_dtype",
 )
 
 
@@ -276,6 +339,25 @@ def _fmt_tokens(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def _hybrid_lines(plan: CapacityPlan) -> list[str]:
+    """The pool account of a hybrid model: blocks, what one request holds, its fixed state."""
+    h, model = plan.hybrid, plan.model
+    assert h is not None
+    linear = model.num_layers - model.num_attention_layers
+    copies = "两份（前缀缓存开着，mamba_cache_mode align）" if h.state_blocks_per_request == 2 else "一份"
+    per_request = h.blocks_per_request(plan.max_model_len)
+    return [
+        f"  = KV 池 pool: {format_bytes(plan.kv_pool_bytes)} -> {plan.num_blocks} blocks"
+        f"（每块 {h.block_size} tokens x {h.group_size} 层，{format_bytes(h.bytes_per_block)}；"
+        f"vLLM 把块从 {plan.block_size} 放大到一页装得下一层状态）",
+        f"  混合模型 hybrid: {model.num_attention_layers} 个注意力层存 KV"
+        f"（每 token {format_bytes(plan.kv_bytes_per_token)}），{linear} 个线性注意力层每条请求存{copies}"
+        f"固定状态，共 {format_bytes(plan.state_bytes_per_sequence)}",
+        f"  一条 {plan.max_model_len} tokens 的请求占 {per_request} 块；vLLM 记作 KV cache size "
+        f"{_fmt_tokens(plan.kv_cache_tokens)} tokens（= 最大并发 x max_model_len）",
+    ]
+
+
 def explain_plan(plan: CapacityPlan) -> str:
     """The memory account line by line, the verdict, and (if it does not fit) computed alternatives."""
     tp = (
@@ -292,9 +374,10 @@ def explain_plan(plan: CapacityPlan) -> str:
         f"  - 激活峰值 activation peak ({plan.max_num_batched_tokens} batched tokens, 估算): "
         f"{format_bytes(plan.activation_bytes)}",
         f"  - 非 PyTorch 预留 non-torch reserve (估算): {format_bytes(plan.non_torch_bytes)}",
-        f"  = KV 池 pool: {format_bytes(plan.kv_pool_bytes)} -> {plan.num_blocks} blocks x "
-        f"{plan.block_size} = {_fmt_tokens(plan.kv_cache_tokens)} tokens"
-        f"（每 token {format_bytes(plan.kv_bytes_per_token)}）",
+        *(_hybrid_lines(plan) if plan.hybrid else [
+            f"  = KV 池 pool: {format_bytes(plan.kv_pool_bytes)} -> {plan.num_blocks} blocks x "
+            f"{plan.block_size} = {_fmt_tokens(plan.kv_cache_tokens)} tokens"
+            f"（每 token {format_bytes(plan.kv_bytes_per_token)}）"]),
         f"  max_model_len {plan.max_model_len}: 最大并发 max concurrency {plan.max_concurrency:.2f}x",
     ]
     if plan.fits:

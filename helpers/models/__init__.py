@@ -1,8 +1,9 @@
 """Model architecture facts parsed from a Hugging Face ``config.json`` (notebooks 02 and 03).
 
 ``ModelSpec`` holds what memory math needs: layers, heads, KV heads, head_dim, the attention kind
-(MHA/GQA/MQA/MLA), the sliding-window layout, MoE facts and parameter counts computed from the
-architecture (``helpers.models.params``). Presets live in ``data/models/<name>.json`` and load lazily.
+(MHA/GQA/MQA/MLA), the sliding-window layout, the linear-attention layers of a hybrid model (Qwen3-Next:
+``linear_attention``, a fixed state per sequence instead of KV), MoE facts and parameter counts computed from
+the architecture (``helpers.models.params``). Presets live in ``data/models/<name>.json`` and load lazily.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from helpers.models.hf_config import attention_kind, parse_hf_config
-from helpers.models.params import ParamLayout, count_params
+from helpers.models.params import GatedDeltaNet, ParamLayout, count_params
 
 AttentionKind = Literal["MHA", "GQA", "MQA", "MLA"]
 ATTENTION_KINDS: tuple[str, ...] = ("MHA", "GQA", "MQA", "MLA")
@@ -55,6 +56,7 @@ class ModelSpec:
     model_type: str | None = None
     layout: ParamLayout = field(default_factory=ParamLayout)
     assumptions: tuple[str, ...] = ()  # anything the parser had to infer, in words
+    linear_attention: GatedDeltaNet | None = None  # a hybrid model's fixed-state layers (None: all attend)
 
     def __post_init__(self) -> None:
         for name in (
@@ -83,8 +85,11 @@ class ModelSpec:
             )
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ValueError(f"{self.name}: sliding_window must be >= 1 or None")
-        if not 0 <= self.num_sliding_window_layers <= self.num_layers:
-            raise ValueError(f"{self.name}: num_sliding_window_layers must be within 0..num_layers")
+        if self.linear_attention is not None and not 0 < self.linear_attention.num_layers < self.num_layers:
+            raise ValueError(f"{self.name}: a hybrid model needs 1..num_layers-1 linear-attention layers, "
+                             f"got {self.linear_attention.num_layers} of {self.num_layers}")
+        if not 0 <= self.num_sliding_window_layers <= self.num_attention_layers:
+            raise ValueError(f"{self.name}: num_sliding_window_layers must be within 0..the attention layers")
         if self.num_experts and not 0 < self.num_experts_per_tok <= self.num_experts:
             raise ValueError(f"{self.name}: num_experts_per_tok must be within 1..num_experts")
         if self.total_params == 0:  # computed unless given (presets and replace() copies recompute)
@@ -96,11 +101,22 @@ class ModelSpec:
     def value_head_dim(self) -> int:
         return self.v_head_dim or self.head_dim
 
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers that cache K and V per token: all but a hybrid model's linear-attention layers."""
+        return self.num_layers - (self.linear_attention.num_layers if self.linear_attention else 0)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers keep a fixed-size state instead of a KV cache (notebook 03 §5)."""
+        return self.linear_attention is not None
+
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], name: str | None = None) -> ModelSpec:
         """Parse a Hugging Face ``config.json`` dict; ValueError names any field it cannot find."""
         fields = parse_hf_config(config)
         layout = ParamLayout(**fields.pop("layout"))
+        linear = fields.pop("linear_attention")
         hf_id = config.get("_hf_id") or config.get("_name_or_path") or None
         spec_name = name or hf_id or fields.get("model_type") or "custom"
         return cls(
@@ -109,6 +125,7 @@ class ModelSpec:
             source=config.get("_source"),
             published_params=config.get("_published_params"),
             layout=layout,
+            linear_attention=GatedDeltaNet(**linear) if linear else None,
             **fields,
         )
 

@@ -4,10 +4,11 @@ Handles Llama/Mistral/Qwen/Gemma/Phi names, GPT-2 and BLOOM names (``n_layer``, 
 ``n_positions``), MPT (``d_model``, ``n_heads``, ``n_layers``, ``max_seq_len``, ``attn_config.kv_n_heads``),
 OPT (``ffn_dim``), Falcon (``multi_query``, ``new_decoder_architecture``, ``num_kv_heads``/``n_head_kv``),
 MLA (``kv_lora_rank``), MoE (``num_local_experts``/``n_routed_experts``/``num_experts``), multimodal
-checkpoints whose language model sits in ``text_config`` (Llama 4, Gemma 3) and sliding windows (all
-layers, alternating, ``sliding_window_pattern``, per-layer ``layer_types``). Missing essentials raise
-``ValueError`` naming the field; the few defaults applied are the ones transformers (or vLLM, for a missing
-context length) applies, and each is recorded in ``assumptions``.
+checkpoints whose language model sits in ``text_config`` (Llama 4, Gemma 3), sliding windows (all
+layers, alternating, ``sliding_window_pattern``, per-layer ``layer_types``) and hybrid models whose
+``layer_types`` name Gated DeltaNet layers (Qwen3-Next: "linear_attention", ``linear_*`` fields).
+Missing essentials raise ``ValueError`` naming the field; the few defaults applied are the ones
+transformers (or vLLM, for a missing context length) applies, and each is recorded in ``assumptions``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _PARAMS_CHECKED = _FALCON | {
     "mixtral",
     "qwen2",
     "qwen3",
+    "qwen3_next",
     "gemma",
     "gemma2",
     "phi3",
@@ -56,7 +58,12 @@ _KNOWN = _PARAMS_CHECKED | _PLAIN_MLP | {
 # transformers config-class defaults for tie_word_embeddings (PretrainedConfig's own default is True);
 # MPT always uses its input embedding as the output layer.
 _TIED_BY_DEFAULT = _FALCON | {"gpt2", "gemma", "gemma2", "gemma3_text", "opt", "bloom", "mpt"}
-_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "llama4_text"}
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "llama4_text"}
+# Qwen3NextConfig's default when a config gives neither layer_types nor full_attention_interval.
+_QWEN3_NEXT_INTERVAL = 4
+_LAYER_KINDS = {"full_attention", "sliding_attention", "linear_attention"}
+_LINEAR_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                  "linear_value_head_dim", "linear_conv_kernel_dim")
 # Falcon's config.json omits the context; FalconConfig's default (and the model card) is 2048.
 _FALCON_CONTEXT = 2048
 # vLLM assumes 2048 when a config names no context length (vLLM 0.32.0 vllm/config/model.py,
@@ -174,6 +181,47 @@ def _sliding_layers(
     return int(window), layers  # Mistral semantics: every layer
 
 
+def layer_types(config: dict[str, Any], layers: int | None = None) -> list[str]:
+    """An HF config's per-layer kinds: ``layer_types`` if given, else every ``full_attention_interval``-th
+    layer full attention and the others linear (transformers' ``Qwen3NextConfig`` rule, interval 4 by
+    default for ``qwen3_next``), else all full attention."""
+    if config.get("layer_types"):
+        return list(config["layer_types"])
+    n = int(layers if layers is not None else config["num_hidden_layers"])
+    interval = config.get("full_attention_interval")
+    if interval is None and config.get("model_type") == "qwen3_next":
+        interval = _QWEN3_NEXT_INTERVAL
+    if interval:
+        return ["full_attention" if (i + 1) % int(interval) == 0 else "linear_attention" for i in range(n)]
+    return ["full_attention"] * n
+
+
+def _linear_attention(config: dict[str, Any], layers: int, notes: list[str]) -> dict[str, int] | None:
+    """A hybrid model's Gated DeltaNet layers (their count and state shape), or None."""
+    kinds = layer_types(config, layers)
+    unknown = sorted(set(kinds) - _LAYER_KINDS)
+    if unknown:
+        raise ValueError(f"layer_types has kinds this course does not model: {unknown} "
+                         f"(it knows {', '.join(sorted(_LAYER_KINDS))})")
+    if len(kinds) != layers:
+        raise ValueError(f"layer_types lists {len(kinds)} layers, the config has {layers}")
+    linear = kinds.count("linear_attention")
+    if not linear:
+        return None
+    missing = [k for k in _LINEAR_FIELDS if config.get(k) is None]
+    if missing:
+        raise ValueError(f"config.json has linear_attention layers but no {', '.join(missing)}")
+    if not config.get("layer_types"):
+        interval = config.get("full_attention_interval") or _QWEN3_NEXT_INTERVAL
+        notes.append(f"no layer_types -> every {interval}th layer full attention, the others Gated DeltaNet "
+                     "(Qwen3NextConfig rule)")
+    return {"num_layers": linear, "num_key_heads": int(config["linear_num_key_heads"]),
+            "num_value_heads": int(config["linear_num_value_heads"]),
+            "key_head_dim": int(config["linear_key_head_dim"]),
+            "value_head_dim": int(config["linear_value_head_dim"]),
+            "conv_kernel_dim": int(config["linear_conv_kernel_dim"])}
+
+
 def _mla(config: dict[str, Any]) -> dict[str, int]:
     missing = [k for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim") if config.get(k) is None]
     if missing:
@@ -271,6 +319,9 @@ def _layout(config: dict[str, Any], model_type: str, layers: int, notes: list[st
         "num_shared_experts": shared,
         "num_dense_layers": _dense_layers(config, model_type, layers),
         "router_bias": config.get("topk_method") == "noaux_tc" or model_type == "gpt_oss",
+        # transformers' Qwen3NextAttention doubles q_proj for its output gate (Qwen3.5 names it in the config)
+        "attn_output_gate": bool(config.get("attn_output_gate", model_type == "qwen3_next")),
+        "shared_expert_gate": model_type == "qwen3_next",  # Qwen3NextSparseMoeBlock.shared_expert_gate
     }
 
 
@@ -320,6 +371,7 @@ def parse_hf_config(config: dict[str, Any]) -> dict[str, Any]:
         window, windowed = None, 0
     fields["sliding_window"], fields["num_sliding_window_layers"] = window, windowed
     fields.update(_moe(config))
+    fields["linear_attention"] = _linear_attention(config, layers, notes)
     fields["layout"] = _layout(config, model_type, layers, notes)
     fields["assumptions"] = tuple(notes)
     return fields

@@ -4,7 +4,8 @@ Counts every weight tensor a transformers checkpoint holds: embeddings (and the 
 learned positions (GPT-2), attention projections (plain or MLA low-rank), the MLP (gated SwiGLU/GeGLU
 or plain GPT-2 style), MoE experts (all of them for the total; the routed top-k plus shared experts for
 the active count), routers, norms and biases. Multi-token-prediction heads (DeepSeek-V3 MTP) are not
-part of the served model and are not counted.
+part of the served model and are not counted. Hybrid models (Qwen3-Next, notebook 03 §5) replace most
+attention blocks by Gated DeltaNet blocks (``GatedDeltaNet``, transformers' ``Qwen3NextGatedDeltaNet``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,35 @@ class ParamLayout:
     num_shared_experts: int = 0
     num_dense_layers: int = 0  # DeepSeek first_k_dense_replace
     router_bias: bool = False  # DeepSeek-V3 e_score_correction_bias
+    attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next: 2x its width)
+    shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared expert (Qwen3-Next)
+
+
+@dataclass(frozen=True, slots=True)
+class GatedDeltaNet:
+    """The linear-attention layers of a hybrid model (Qwen3-Next's ``linear_*`` config fields): each keeps a
+    fixed-size state per sequence instead of K and V per token (``helpers.kvcache.hybrid``)."""
+
+    num_layers: int
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel_dim: int
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short convolution over q, k and v: 2 · k_heads · k_dim + v_heads · v_dim."""
+        return 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
+
+    def params(self, hidden_size: int) -> int:
+        """Weights of one layer (transformers' ``Qwen3NextGatedDeltaNet``): in_proj_qkvz, in_proj_ba, the
+        depthwise conv1d, dt_bias and A_log per value head, the gated RMSNorm over v_dim, out_proj."""
+        key, value = self.num_key_heads * self.key_head_dim, self.num_value_heads * self.value_head_dim
+        qkvz = hidden_size * (2 * key + 2 * value)
+        ba = hidden_size * 2 * self.num_value_heads
+        return (qkvz + ba + self.conv_dim * self.conv_kernel_dim + 2 * self.num_value_heads
+                + self.value_head_dim + value * hidden_size)
 
 
 class Architecture(Protocol):
@@ -63,6 +93,8 @@ class Architecture(Protocol):
     def qk_rope_head_dim(self) -> int: ...
     @property
     def layout(self) -> ParamLayout: ...
+    @property
+    def linear_attention(self) -> GatedDeltaNet | None: ...
 
 
 def _linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -88,7 +120,7 @@ def attention_params(spec: Architecture) -> int:
             + _linear(kv_rank, heads * (nope + spec.value_head_dim), bias)
         )
         return q + kv + out
-    q = _linear(h, heads * spec.head_dim, qkv_bias)
+    q = _linear(h, heads * spec.head_dim * (2 if lay.attn_output_gate else 1), qkv_bias)
     k = _linear(h, spec.num_kv_heads * spec.head_dim, qkv_bias)
     v = _linear(h, spec.num_kv_heads * spec.value_head_dim, qkv_bias)
     return q + k + v + out + (2 * spec.head_dim if lay.qk_norm else 0)
@@ -104,13 +136,16 @@ def mlp_params(spec: Architecture, width: int) -> int:
 def count_params(spec: Architecture) -> tuple[int, int]:
     """(total, active) parameters; active counts only the experts one token uses."""
     lay, h = spec.layout, spec.hidden_size
-    per_layer = attention_params(spec) + lay.norm_vectors_per_layer * h
-    total = active = spec.num_layers * per_layer
+    linear = spec.linear_attention
+    linear_layers = linear.num_layers if linear else 0
+    total = active = ((spec.num_layers - linear_layers) * attention_params(spec)
+                      + (linear.params(h) * linear_layers if linear else 0)
+                      + spec.num_layers * lay.norm_vectors_per_layer * h)
     if spec.num_experts:
         dense_layers = lay.num_dense_layers
         expert = mlp_params(spec, lay.moe_intermediate_size or spec.intermediate_size)
         router = h * spec.num_experts + (spec.num_experts if lay.router_bias else 0)
-        shared = lay.num_shared_experts * expert
+        shared = lay.num_shared_experts * expert + (h if lay.shared_expert_gate else 0)
         moe_layers = spec.num_layers - dense_layers
         total += moe_layers * (spec.num_experts * expert + shared + router)
         active += moe_layers * (spec.num_experts_per_tok * expert + shared + router)

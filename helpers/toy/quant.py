@@ -1,13 +1,17 @@
 """Weight-only and KV-cache quantization of the toy model (notebook 10, sections 1-2).
 
-Weights: symmetric round-to-nearest, as GPTQ (Frantar et al. 2022) and AWQ (Lin et al. 2023) store them:
-integers plus one fp16 scale per output channel (``group_size=None``) or per group of ``group_size``
-input rows and output channel (group 128, their default). int4 values are packed two per byte. The
-matmul de-quantizes (``QuantizedMatrix.dequantize``) and multiplies in fp32: numpy has no int8/int4
-GEMV kernel, so a step reads the small integers AND writes and re-reads an fp32 copy. That is why the
-bandwidth win does not show in numpy's step time (see ``weight_bytes_per_step`` for the bytes a fused
-GPU kernel such as Marlin reads instead). The rounding is plain RTN; GPTQ and AWQ choose the rounding or
-scales with calibration data, which lowers the error but stores the same bytes.
+Weights: symmetric round-to-nearest: integers plus one fp16 scale per output channel (``group_size=None``)
+or per group of ``group_size`` input rows and output channel. 128 is the usual group (AutoAWQ's default,
+``AwqConfig.q_group_size``; AutoGPTQ's ``BaseQuantizeConfig`` defaults to ``group_size=-1``, per channel).
+int4 values are packed two per byte. The matmul de-quantizes (``QuantizedMatrix.dequantize``) and
+multiplies in fp32: numpy has no int8/int4 GEMV kernel, so a step reads the small integers AND writes and
+re-reads an fp32 copy. That is why the bandwidth win does not show in numpy's step time (see
+``weight_bytes_per_step`` for the bytes a fused GPU kernel such as Marlin reads instead). The rounding is
+plain RTN; GPTQ (Frantar et al. 2022) and AWQ (Lin et al. 2023) choose the rounding or scales with
+calibration data, which lowers the error. Their checkpoints also store a packed 4-bit zero point per group
+(``qzeros``: AWQ is asymmetric by default, GPTQ's symmetric checkpoints keep the tensor too), which the toy
+does not: int4 group 128 is 4 + 16/128 bits per weight here (``QuantizedMatrix.bits_per_weight``), 4 + 20/128
+there (``helpers.kvcache.WEIGHT_FORMATS``).
 
 KV cache: ``round_kv`` rounds keys/values as an fp8 e4m3 cache (vLLM ``kv_cache_dtype="fp8"``) or an
 int8 cache with one scale per token and head would store them; ``QuantizedKVCache`` applies it on write.
@@ -45,6 +49,11 @@ class QuantizedMatrix:
     def nbytes(self) -> int:
         """Bytes stored (and read by a fused kernel): integers + scales."""
         return self.data.nbytes + self.scales.nbytes
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per weight, the scales included: 4 + 16/128 = 4.125 for int4 in groups of 128."""
+        return self.nbytes * 8 / (self.shape[0] * self.shape[1])
 
     def integers(self) -> np.ndarray:
         """The signed integer values (in, out) as int8, int4 unpacked."""

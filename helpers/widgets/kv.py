@@ -20,11 +20,13 @@ from matplotlib.figure import Figure
 from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache import DTYPE_BYTES, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION, CapacityPlan, plan_capacity
+from helpers.kvcache.hybrid import state_bytes_per_layer
 from helpers.models import ModelSpec, list_models, load_model
 from helpers.models.hf_config import attention_kind
 from helpers.plots.kv import plot_kv_vs_seq_len
 
 MAX_TOKENS = 131_072  # the longest context the sliders offer (Llama-3.1's 128 K)
+STATE_DTYPE_BYTES = 2  # a hybrid model's fixed state, 16-bit as its model (vLLM mamba_cache_dtype "auto")
 WEIGHT_DTYPES = ("fp16", "bf16", "fp8", "int8", "int4")
 KV_DTYPES = ("fp16", "bf16", "fp8", "int8")
 _ARCHITECTURE = ("num_layers", "num_attention_heads", "num_kv_heads", "head_dim")
@@ -91,19 +93,27 @@ class Panel:
 
 @dataclass(frozen=True, slots=True)
 class KVEstimate:
-    """What the calculator shows: the (possibly edited) model and its KV cache for one setting."""
+    """What the calculator shows: the (possibly edited) model and its KV cache for one setting; for a
+    hybrid model also the fixed state its linear-attention layers keep per sequence (``state_bytes``, all
+    ``batch_size`` sequences, 16-bit, as computed; ``plan_capacity`` adds vLLM's padding and copies)."""
 
     model: ModelSpec
     seq_len: int
     batch_size: int
     dtype: str
     bytes_per_token: int
-    total_bytes: int
+    total_bytes: int  # KV only
+    state_bytes: int = 0
 
     @property
     def exceeds_context(self) -> bool:
         """True when ``seq_len`` is longer than the model's context window (``max_position_embeddings``)."""
         return self.seq_len > self.model.max_position_embeddings
+
+    @property
+    def cache_bytes(self) -> int:
+        """Everything the sequences keep: KV plus a hybrid model's fixed state."""
+        return self.total_bytes + self.state_bytes
 
 
 def edited_model(preset: ModelSpec, num_layers: int, num_attention_heads: int, num_kv_heads: int,
@@ -111,16 +121,22 @@ def edited_model(preset: ModelSpec, num_layers: int, num_attention_heads: int, n
     """The preset with the calculator's slider values; the attention kind follows the head counts.
 
     MLA models keep their latent (only the layer count applies). A sliding-window layout keeps its share of
-    layers (all for Mistral, half for Gemma-2). Parameter counts are recomputed.
+    layers (all for Mistral, half for Gemma-2), a hybrid model its share of linear-attention layers (3 in 4
+    for Qwen3-Next; at least one layer attends). Parameter counts are recomputed.
     """
+    linear = preset.linear_attention
+    if linear is not None:
+        share = min(round(num_layers * linear.num_layers / preset.num_layers), num_layers - 1)
+        linear = replace(linear, num_layers=share) if share > 0 else None
     if preset.attention == "MLA":
         edited = replace(preset, num_layers=num_layers, total_params=0, active_params=0)
     else:
-        windowed = round(num_layers * preset.num_sliding_window_layers / preset.num_layers)
+        attending = num_layers - (linear.num_layers if linear else 0)
+        windowed = round(attending * preset.num_sliding_window_layers / preset.num_attention_layers)
         edited = replace(preset, num_layers=num_layers, num_attention_heads=num_attention_heads,
                          num_kv_heads=num_kv_heads, head_dim=head_dim, num_sliding_window_layers=windowed,
                          attention=attention_kind(num_attention_heads, num_kv_heads), total_params=0,
-                         active_params=0)
+                         active_params=0, linear_attention=linear)
     same = all(getattr(edited, n) == getattr(preset, n) for n in _ARCHITECTURE)
     return preset if same else replace(edited, name=f"{preset.name} (edited)")
 
@@ -131,10 +147,12 @@ def _divisors(n: int) -> list[int]:
 
 def _formula(model: ModelSpec, dtype: str) -> str:
     size = DTYPE_BYTES[dtype]
+    layers = (f"{model.num_attention_layers} of {model.num_layers} layers (full attention)" if model.is_hybrid
+              else f"{model.num_layers} layers")
     if model.attention == "MLA":
-        return (f"{model.num_layers} layers × (kv_lora_rank {model.kv_lora_rank}"
+        return (f"{layers} × (kv_lora_rank {model.kv_lora_rank}"
                 f" + rope {model.qk_rope_head_dim}) × {size:g} B")
-    return (f"2 (K and V) × {model.num_layers} layers × {model.num_kv_heads} KV heads"
+    return (f"2 (K and V) × {layers} × {model.num_kv_heads} KV heads"
             f" × {model.head_dim} head_dim × {size:g} B")
 
 
@@ -144,6 +162,12 @@ def _render_estimate(est: KVEstimate) -> None:
              f"per token: {_formula(model, est.dtype)} = <b>{est.bytes_per_token:,} B</b>"
              f" ({est.bytes_per_token / 2**10:,.1f} KiB)",
              f"{est.seq_len:,} tokens × batch {est.batch_size}: <b>{format_bytes(est.total_bytes)}</b>"]
+    if model.linear_attention is not None:
+        per_layer = state_bytes_per_layer(model, STATE_DTYPE_BYTES)
+        lines.append(f"+ fixed state: {model.linear_attention.num_layers} linear-attention layers × "
+                     f"{format_bytes(per_layer)} per sequence × batch {est.batch_size} = "
+                     f"{format_bytes(est.state_bytes)}, whatever seq_len (16-bit) → "
+                     f"<b>{format_bytes(est.cache_bytes)}</b> in all")
     if est.exceeds_context:
         lines.append(f"<b style='color:#b45f06'>seq_len {est.seq_len:,} exceeds this model's context window "
                      f"(max_position_embeddings {model.max_position_embeddings:,}): a server would reject "
@@ -213,8 +237,10 @@ def _compute_estimate(preset: str, num_layers: int, num_attention_heads: int, nu
                       head_dim: int, seq_len: float, batch_size: float, dtype: str) -> KVEstimate:
     seq_len, batch_size = round(seq_len), round(batch_size)  # the log sliders hold floats
     spec = edited_model(load_model(preset), num_layers, num_attention_heads, num_kv_heads, head_dim)
+    state = (spec.linear_attention.num_layers * state_bytes_per_layer(spec, STATE_DTYPE_BYTES) * batch_size
+             if spec.linear_attention else 0)
     return KVEstimate(spec, seq_len, batch_size, dtype, kv_bytes_per_token(spec, dtype),
-                      kv_cache_bytes(spec, seq_len, batch_size=batch_size, dtype=dtype))
+                      kv_cache_bytes(spec, seq_len, batch_size=batch_size, dtype=dtype), state)
 
 
 def _doubling_slider(value: int, lowest: int, highest: int, description: str,
@@ -261,8 +287,10 @@ def _render_plan(plan: CapacityPlan) -> None:
     display(widgets.HTML(
         f"<b style='color:{color}'>{html.escape(plan.model.name)} on {html.escape(plan.gpu.display_name)}: "
         f"{verdict}</b><br>KV cache: <b>{plan.kv_cache_tokens:,} tokens</b> ({plan.num_blocks:,} blocks of "
-        f"{plan.block_size}) · max concurrency at {plan.max_model_len:,} tokens/request: "
-        f"<b>{plan.max_concurrency:.2f}</b>"))
+        f"{plan.hybrid.block_size if plan.hybrid else plan.block_size}) · max concurrency at "
+        f"{plan.max_model_len:,} tokens/request: <b>{plan.max_concurrency:.2f}</b>"
+        + (f"<br>hybrid: each request also holds <b>{format_bytes(plan.state_bytes_per_sequence)}</b> of "
+           "fixed linear-attention state in the same pool, however short it is" if plan.hybrid else "")))
     # pre-wrap with normal word breaks: long lines wrap between words, never inside a number
     display(widgets.HTML("<pre style='white-space:pre-wrap; word-break:normal; overflow-wrap:normal; "
                          f"font-family:monospace; line-height:1.3'>{html.escape(plan.explain())}</pre>"))

@@ -51,6 +51,9 @@ GOODPUT_MS = {"ttft": 300.0, "tpot": 100.0}
 # transformers' Qwen3NextConfig defaults (the Qwen3-Next-80B-A3B checkpoint), the fields the state shapes use
 QWEN3_NEXT = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
               "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+# the course's Qwen3-Next preset in a pool of 1,086 blocks (what plan_capacity gives it on a B200 at 32 K)
+HYBRID_POOL = {"gdn": QWEN3_NEXT, "num_kv_heads": 2, "head_dim": 256, "block_size": 16, "num_blocks": 1086,
+               "max_model_len": 32768, "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12}
 DURATION_S = 4.0
 
 
@@ -71,6 +74,7 @@ def facts(probe) -> dict:
         "stream": STREAM,
         "metrics": {"rows": ROWS, "duration_s": DURATION_S, "goodput": GOODPUT_MS},
         "gdn": QWEN3_NEXT,
+        "hybrid_pool": HYBRID_POOL,
         "serve_commands": [_serve_argv(_launch("config_a.yaml")), _serve_argv(_launch("config_b.yaml")),
                            ["some-model", "--config", str(DATA / "config_a.yaml")],
                            ["some-model", "--config", str(DATA / "config_b.yaml")]],
@@ -333,6 +337,29 @@ def test_gated_delta_net_state_is_vllms(facts):
     ours_conv, ours_recurrent = gated_delta_net_state_shapes(QWEN3_NEXT)
     assert sorted(conv) == sorted(ours_conv)  # vLLM orients it (dim, len) or (len, dim) by kernel layout
     assert recurrent == list(ours_recurrent)
+
+
+@pytest.mark.parametrize("mode", ["align", "none"])
+def test_a_hybrid_models_pool_is_laid_out_as_vllm_does(facts, mode):
+    from helpers.kvcache.hybrid import hybrid_blocks, state_bytes_per_layer
+    from helpers.models import load_model
+
+    vllm = facts["hybrid_pool"][mode]
+    model = load_model("qwen3-next-80b-a3b")
+    assert (model.num_kv_heads, model.head_dim) == (HYBRID_POOL["num_kv_heads"], HYBRID_POOL["head_dim"])
+    ours = hybrid_blocks(attention_layers=model.num_attention_layers,
+                         linear_layers=model.num_layers - model.num_attention_layers,
+                         kv_bytes_per_token_per_layer=2 * model.num_kv_heads * model.head_dim * 2,
+                         state_bytes_per_layer=state_bytes_per_layer(model),
+                         block_size=HYBRID_POOL["block_size"], enable_prefix_caching=mode == "align")
+    assert (ours.block_size, ours.page_bytes, ours.state_bytes) == (
+        vllm["block_size"], vllm["page_bytes"], vllm["state_bytes"])
+    kinds = [kind for kind, _ in vllm["groups"]]
+    assert {n for _, n in vllm["groups"]} == {ours.group_size}
+    assert kinds.count("FullAttentionSpec") == ours.attention_groups
+    assert kinds.count("MambaSpec") == ours.linear_groups
+    blocks = HYBRID_POOL["num_blocks"] / ours.blocks_per_request(HYBRID_POOL["max_model_len"])
+    assert blocks == pytest.approx(vllm["max_concurrency"], rel=1e-12)
 
 
 def test_prompt_tokens_details_needs_the_flag(facts):

@@ -360,6 +360,60 @@ def gated_delta_net_shapes(config: dict) -> list:
     return [list(s) for s in shapes]
 
 
+def hybrid_pool(spec: dict) -> dict:
+    """vLLM's KV-pool layout of a Qwen3-Next-shaped hybrid: the block size and padded state page
+    ``Platform._align_hybrid_block_size`` sets (the attention backend faked as one whose kernel blocks are
+    multiples of 16, as FlashAttention's), the groups ``_get_kv_cache_groups_uniform_page_size`` forms and the
+    concurrency ``get_max_concurrency_for_kv_cache_config`` gives ``num_blocks`` at ``max_model_len``, with
+    prefix caching ("align") and without ("none")."""
+    import torch
+    from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
+    from vllm.platforms.interface import Platform
+    from vllm.v1.attention.backend import MultipleOf
+    from vllm.v1.core import kv_cache_utils
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, MambaSpec
+
+    class Backend:  # what _align_hybrid_block_size asks of the attention backend
+        get_supported_kernel_block_sizes = staticmethod(lambda: [MultipleOf(16)])
+        customize_spec = staticmethod(lambda attention_spec: attention_spec)
+        get_name = staticmethod(lambda: "FLASH_ATTN-like")
+
+    out: dict = {}
+    for mode in ("align", "none"):
+        cache = SimpleNamespace(cache_dtype="auto", block_size=spec["block_size"], mamba_cache_mode=mode,
+                                mamba_block_size=None, mamba_page_size_padded=None, mamba_cache_dtype="auto",
+                                mamba_ssm_cache_dtype="auto")
+        model = SimpleNamespace(dtype=torch.bfloat16, use_mla=False, architecture="Qwen3NextForCausalLM",
+                                get_num_kv_heads=lambda _parallel: spec["num_kv_heads"],
+                                get_head_size=lambda: spec["head_dim"], max_model_len=spec["max_model_len"],
+                                hf_text_config=SimpleNamespace(**spec["gdn"]))
+        config = SimpleNamespace(cache_config=cache, model_config=model, speculative_config=None,
+                                 parallel_config=SimpleNamespace(tensor_parallel_size=1,
+                                                                 decode_context_parallel_size=1))
+        with mock.patch("vllm.model_executor.models.ModelRegistry.resolve_model_cls",
+                        return_value=(Qwen3NextForCausalLM, "Qwen3NextForCausalLM")), \
+                mock.patch.object(Platform, "_find_non_ssm_backends", return_value=[Backend]), \
+                mock.patch("vllm.config.vllm.set_current_vllm_config", lambda _c: contextlib.nullcontext()):
+            Platform._align_hybrid_block_size(config, Backend)
+        attention = FullAttentionSpec(block_size=cache.block_size, num_kv_heads=spec["num_kv_heads"],
+                                      head_size=spec["head_dim"], dtype=torch.bfloat16)
+        state = MambaSpec(shapes=Qwen3NextForCausalLM.get_mamba_state_shape_from_config(config),
+                          dtypes=Qwen3NextForCausalLM.get_mamba_state_dtype_from_config(config),
+                          block_size=cache.mamba_block_size or spec["max_model_len"],
+                          page_size_padded=cache.mamba_page_size_padded, mamba_cache_mode=mode)
+        layers = {f"model.layers.{i}.attn": attention if kind == "full_attention" else state
+                  for i, kind in enumerate(spec["layer_types"])}
+        groups = kv_cache_utils._get_kv_cache_groups_uniform_page_size(layers)
+        kv_config = KVCacheConfig(num_blocks=spec["num_blocks"], kv_cache_tensors=[], kv_cache_groups=groups)
+        out[mode] = {
+            "block_size": cache.block_size, "page_bytes": attention.page_size_bytes,
+            "state_bytes": state.real_page_size_bytes,
+            "groups": [[type(g.kv_cache_spec).__name__, len(g.layer_names)] for g in groups],
+            "max_concurrency": kv_cache_utils.get_max_concurrency_for_kv_cache_config(config, kv_config),
+        }
+    return out
+
+
 def prompt_tokens_details() -> dict:
     from vllm.entrypoints.openai.chat_completion import serving
 
@@ -398,6 +452,7 @@ def main() -> None:
         "bench_sweep": bench_sweep(),
         "prompt_tokens_details": prompt_tokens_details(),
         "gated_delta_net": gated_delta_net_shapes(spec["gdn"]) if "gdn" in spec else None,
+        "hybrid_pool": hybrid_pool(spec["hybrid_pool"]) if "hybrid_pool" in spec else None,
     }
     json.dump(result, sys.stdout)
 
