@@ -96,3 +96,17 @@ def test_the_vllm_backend_is_one_setting_and_explains_no_install(monkeypatch, tm
     monkeypatch.setenv("INFERENCE_LAB_BACKEND", "vllm")
     target = measuring_target(DATA / "config_a.yaml")
     assert target.kind == "vllm-local" and not target.ready()
+
+
+def test_a_what_if_with_several_models_on_the_vllm_backend_is_a_mock(monkeypatch, tmp_path, capsys) -> None:
+    """The local vLLM serves only the tiny model: notebook 08's three-model gateway becomes a mock of its own
+    (without trying to start vLLM: the venv here does not exist)."""
+    from helpers.client.backend import what_if_target
+
+    monkeypatch.setenv(VENV_ENV, str(tmp_path / "nowhere"))
+    monkeypatch.delenv(SKIP_ENV, raising=False)
+    monkeypatch.setenv("INFERENCE_LAB_BACKEND", "vllm")
+    with what_if_target(DATA / "config_b.yaml", "b200", time_scale=0.1, name="test gateway",
+                        served_model_names=["local-7b=llama-2-7b", "local-13b=llama-2-13b"]) as gateway:
+        assert gateway.kind == "own-mock" and gateway.engine_clock and gateway.ready(), gateway
+        assert "mock 演示" in capsys.readouterr().out

@@ -235,6 +235,9 @@ def _connect_taotoken(request: _Request) -> Target:
 
 
 def _connect_vllm_local(request: _Request) -> Target:
+    if request.served_model_names:  # several models behind one server: the local vLLM has only the tiny one
+        print("本机的 vLLM 只服务课程的小模型：同时服务几个模型的这一例由本内核里的 mock 演示")
+        return _connect_own_mock(request)
     config = request.config if isinstance(request.config, (str, Path)) else ROOM_CONFIG
     try:
         server = local_vllm(config)
@@ -314,8 +317,9 @@ def what_if_target(config: Any, gpu: str = ROOM_GPU, *, time_scale: float = ROOM
                    model: str = "local-13b", served_model_names: Sequence[str] | None = None,
                    name: str | None = None) -> Target | None:
     """A private server for a what-if on another engine configuration (a mock of it, or with the local real
-    vLLM a vLLM of it), or None where the notebook measures a shared server (the room, TaoToken): the what-if
-    then runs on the engine's clock only."""
+    vLLM a vLLM of it; a mock when it asks for ``served_model_names``, which the tiny model cannot be), or None
+    where the notebook measures a shared server (the room, TaoToken): the what-if then runs on the engine's
+    clock only."""
     if backend_kind() not in ("own-mock", "vllm-local"):
         return None
     return measuring_target(config, gpu, time_scale=time_scale, model=model,
