@@ -6,6 +6,8 @@ against the moments the server actually wrote each chunk (tight: same process, s
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 
 import pytest
@@ -14,7 +16,7 @@ from scripted_sse import Reply, ScriptedServer, chat_stream
 from helpers.client.factory import make_async_client, make_client
 from helpers.client.latency import NoTokensError
 from helpers.client.naive import naive_measure, naive_p99
-from helpers.client.rxclock import KERNEL_STAMPS
+from helpers.client.rxclock import KERNEL_STAMPS, SO_TIMESTAMPNS
 from helpers.client.stream import astream_once, stream_once
 
 SCRIPT_TOL_S = 0.025  # measured vs scripted offsets
@@ -141,23 +143,54 @@ def test_astream_once_measures_like_stream_once(server) -> None:
     assert (metrics.completion_tokens, metrics.text_chunks) == (9, 3)
 
 
+HOLD_S = 0.1  # how long the loop stays busy after the chunk was sent: a stamp at the read is that late
+
+
 @pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps are Linux-only")
 def test_a_chunk_that_arrives_while_the_loop_is_busy_keeps_its_arrival_time(server) -> None:
+    # the server sends the first content chunk only once the client's loop is held, and the rest only once it
+    # is free again, so the chunk waits unread for HOLD_S whatever the machine's scheduling does
+    loop_held, loop_free = threading.Event(), threading.Event()
+    reply = chat_stream("held", [(0.0, "你好"), (0.0, "，KV Cache")], usage=(17, 5))
+    gates = {1: loop_held, 2: loop_free}  # event 0 is the role chunk
+    server.replies["held"] = Reply(events=reply.events, headers=reply.headers, gates=gates)
+    # Linux stamps segments only while some socket asks for stamps, and switches that on lazily: keep it on
+    stamping = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stamping.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
     async def run():
         async with make_async_client(base_url=server.base_url) as aclient:
             await astream_once(aclient, "warmup", MESSAGES, 4)
 
-            async def busy() -> float:  # another stream's work holds the loop as the first content arrives
-                await asyncio.sleep(0.12)
-                time.sleep(0.06)
-                return time.perf_counter()
+            async def busy() -> tuple[float, float]:  # another stream's work holds the loop
+                while not (server.served[-1].body.get("model") == "held" and server.served[-1].sent_at):
+                    await asyncio.sleep(0.001)  # the role chunk is out
+                held_from_s = time.perf_counter()
+                loop_held.set()
+                while len(server.served[-1].sent_at) < 2:  # blocking: the loop cannot read meanwhile
+                    time.sleep(0.0005)
+                time.sleep(HOLD_S)
+                held_until_s = time.perf_counter()
+                loop_free.set()
+                return held_from_s, held_until_s
 
-            return await asyncio.gather(astream_once(aclient, "basic", MESSAGES, 64), busy())
+            return await asyncio.gather(astream_once(aclient, "held", MESSAGES, 64), busy())
 
-    metrics, busy_until_s = asyncio.run(run())
-    first_content_sent_s = server.served[-1].sent_at[1]  # scripted at 150 ms, the next one at 200 ms
-    assert busy_until_s - first_content_sent_s > 0.015  # it waited unread: a stamp at the read is that late
-    assert metrics.sent_monotonic_s + metrics.ttft_s == pytest.approx(first_content_sent_s, abs=0.002)
+    try:
+        metrics, (held_from_s, held_until_s) = asyncio.run(run())
+    finally:
+        stamping.close()
+        loop_held.set()
+        loop_free.set()
+    served = server.served[-1]
+    write_from_s, written_s = served.writing_at[1], served.sent_at[1]  # the first content chunk
+    arrived_s = metrics.sent_monotonic_s + metrics.ttft_s
+    shown = (f"chunk written {write_from_s:.4f}-{written_s:.4f} s, loop held {held_from_s:.4f}-"
+             f"{held_until_s:.4f} s, client stamped it {arrived_s:.4f} s")
+    assert held_from_s < write_from_s and held_until_s - written_s >= HOLD_S, shown  # it did wait unread
+    # stamped when the kernel received it (during the server's write), not when the loop read it
+    assert write_from_s - 0.002 <= arrived_s <= written_s + 0.002, shown
+    assert arrived_s < held_until_s - HOLD_S / 2, shown
 
 
 def test_naive_measure_reproduces_the_articles_errors_on_the_same_stream(client) -> None:
