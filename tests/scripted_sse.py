@@ -38,6 +38,7 @@ class Served:
     received_at: float
     sent_at: list[float] = field(default_factory=list)  # after each event's write and drain
     writing_at: list[float] = field(default_factory=list)  # just before each event's write
+    ended_at: float | None = None  # after the body's last write (the end of the chunked body, if sent)
 
 
 def chunk(model: str, delta: dict | None = None, finish_reason: str | None = None, **extra: Any) -> dict:
@@ -176,3 +177,4 @@ class ScriptedServer:
         if reply.events and not reply.abort:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+        served.ended_at = time.perf_counter()
