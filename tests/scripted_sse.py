@@ -1,10 +1,10 @@
 """A tiny scripted OpenAI-style HTTP server for the client tests (not a test module).
 
 Each reply is a script: a status, headers and either a JSON body or SSE events sent at fixed offsets from the
-moment the request arrived (absolute deadlines, so delays do not accumulate). The server records when it wrote
-each event (``time.perf_counter``, the same clock the client uses), so tests can compare what the client
-measured with what was actually sent. SSE bodies use chunked encoding (``abort`` cuts one short); one request
-per connection; a daemon thread.
+moment the request arrived (absolute deadlines, so delays do not accumulate), an event with a gate not before
+the test opens it. The server records when it began and finished writing each event (``time.perf_counter``,
+the same clock the client uses), so tests can compare what the client measured with what was actually sent.
+SSE bodies use chunked encoding (``abort`` cuts one short); one request per connection; a daemon thread.
 """
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ class Reply:
     events: list[tuple[float, Any]] = field(default_factory=list)  # (at_s, dict or raw str) for SSE
     headers: dict[str, str] = field(default_factory=dict)
     abort: bool = False  # close the connection after the events without ending the chunked body
+    # event index -> a gate the server waits for before writing that event (the later ones wait behind it):
+    # the test decides when a chunk is sent instead of guessing what the machine's scheduling will do
+    gates: dict[int, threading.Event] = field(default_factory=dict)
 
 
 @dataclass
@@ -33,7 +36,9 @@ class Served:
     headers: dict[str, str]
     body: dict
     received_at: float
-    sent_at: list[float] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)  # after each event's write and drain
+    writing_at: list[float] = field(default_factory=list)  # just before each event's write
+    ended_at: float | None = None  # after the body's last write (the end of the chunked body, if sent)
 
 
 def chunk(model: str, delta: dict | None = None, finish_reason: str | None = None, **extra: Any) -> dict:
@@ -156,15 +161,20 @@ class ScriptedServer:
         head += [f"{k}: {v}" for k, v in reply.headers.items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
         await writer.drain()
-        for at_s, event in reply.events:
+        for index, (at_s, event) in enumerate(reply.events):
+            gate = reply.gates.get(index)
+            while gate is not None and not gate.is_set():
+                await asyncio.sleep(0.0005)
             delay = served.received_at + at_s - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
             line = f"data: {data}\n\n".encode()
+            served.writing_at.append(time.perf_counter())
             writer.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
             await writer.drain()
             served.sent_at.append(time.perf_counter())
         if reply.events and not reply.abort:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+        served.ended_at = time.perf_counter()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import anyio
 import openai
 import pytest
+from kernel_stamps import stamping_on
 
 from helpers.client.diagnose import diagnose
 from helpers.client.factory import _kernel_stamps, make_async_client, make_client
@@ -84,22 +85,9 @@ both = pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyn
 
 @pytest.fixture(scope="module", autouse=True)
 def kernel_stamping_on():
-    """Linux stamps received segments only while some socket of the machine asks for it, and switches that on
-    lazily (deferred work): hold a stamped connection, as a load test's pool does, until it sees stamps."""
-    if not KERNEL_STAMPS:
+    """A stamped connection held open (as a load test's pool does) until it sees stamps."""
+    with stamping_on():
         yield
-        return
-    with socket.create_server(("127.0.0.1", 0)) as listener, \
-            socket.create_connection(listener.getsockname()) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        server, _ = listener.accept()
-        with server:
-            for _ in range(200):
-                server.sendall(b".")
-                if probe.recvmsg(1, 64)[1]:
-                    break
-                time.sleep(0.005)
-            yield
 
 
 @linux_only
