@@ -150,14 +150,13 @@ def test_the_pool_holds_every_concurrent_request(server):
     assert df["start_s"].max() < (df["start_s"] + df["e2el_s"]).min()
 
 
-def test_a_burst_of_requests_leaves_one_per_turn_of_the_event_loop(monkeypatch):
+def test_a_burst_of_requests_leaves_one_per_turn_of_the_event_loop():
     # so the loop reads the network between two sends: a wave of 64 requests (about 1 ms of SDK work each)
     # sent in one turn would leave every stream unread for 64 ms
     turn = 0
     sent_in_turn: list[int] = []
 
-    async def measure_request(client, model, prompt, *, index, start_s, queue_wait_s, ignore_eos,
-                              deadline_s):
+    async def measure(prompt, *, index, start_s, queue_wait_s):  # LoadRun.measure's signature
         sent_in_turn.append(turn)
         await asyncio.sleep(0.001)
         return RequestResult(index=index, success=True, start_s=start_s, queue_wait_s=queue_wait_s)
@@ -170,11 +169,10 @@ def test_a_burst_of_requests_leaves_one_per_turn_of_the_event_loop(monkeypatch):
 
     async def run() -> None:
         counter = asyncio.create_task(count_turns())
-        await loadgen._send_all(None, MODEL, synthetic_prompts(8, 64, 4, seed=5), concurrency=8,
-                                send_at_s=np.zeros(8), ignore_eos=True, on_done=lambda result: None)
+        await loadgen._send_all(measure, synthetic_prompts(8, 64, 4, seed=5), concurrency=8,
+                                send_at_s=np.zeros(8), on_done=lambda result: None)
         counter.cancel()
 
-    monkeypatch.setattr(loadgen, "measure_request", measure_request)
     asyncio.run(run())
     assert len(sent_in_turn) == 8 and len(set(sent_in_turn)) == 8
 

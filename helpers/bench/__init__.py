@@ -1,7 +1,8 @@
 """Load testing an OpenAI-compatible server (notebooks 06 and 08).
 
 ``prompts`` (synthetic prompts of exact length, shared prefixes, request logs), ``request`` (one measured
-request → ``RequestResult``), ``loadgen`` (closed loop or request rate on one shared client), ``records``
+request → ``RequestResult``), ``harness`` (what every run shares: ``RunOptions``, the client, the recording,
+the ``BenchResult``), ``loadgen`` (closed loop or request rate on one shared client), ``records``
 (per-request records, incremental JSONL, vLLM's summary), ``sweep`` (one run per concurrency level),
 ``engine_clock`` (the same load on the engine's own clock: a replay on the virtual clock, the mock's timing),
 ``sessions`` (multi-turn chats whose turns send back the server's replies).

@@ -1,7 +1,8 @@
 """The asyncio load generator (notebook 06 §"压测", notebook 08 §"按目标并发压测").
 
 One shared ``AsyncOpenAI`` client per run, its connection pool as large as the concurrency (a smaller pool
-is a hidden client-side queue). Two modes, as vLLM's ``benchmarks/serve.py``:
+is a hidden client-side queue; the client, the recording and the result are ``helpers.bench.harness``'s).
+Two modes, as vLLM's ``benchmarks/serve.py``:
 
 - closed loop (``concurrency=C``, ``request_rate=inf``): every request is queued at once and at most C are in
   flight; a request is sent the moment another finishes.
@@ -15,55 +16,27 @@ vllm#54101). Requests leave one per turn of the event loop, with the network rea
 streams ends in one engine step, the next wave's requests (about 1 ms of SDK work each) would otherwise all
 run before any chunk is read, and a chunk left unread that long is stamped late (with kernel stamps: merged
 with the next one, ``helpers.client.rxclock``). Warm-up requests open the connections and are left out of the
-figures. Every request ends as a record, failed or not, appended to ``save_jsonl`` as it finishes. During a
-run the objects that existed before it sit in the GC's permanent generation (``gc.freeze``): a full
-collection of a notebook's heap (pandas, the SDK...) would otherwise stop every stream for tens of
-milliseconds and show up as latency.
+figures. Every request ends as a record, failed or not, appended to ``save_jsonl`` as it finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import gc
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from helpers.bench.goodput import with_goodput
+from helpers.bench.harness import BenchResult, RunOptions, open_run, run_sync
 from helpers.bench.prompts import BenchPrompt
-from helpers.bench.records import RequestResult, append_jsonl, results_frame, summarize_results
-from helpers.bench.request import measure_request
-from helpers.client.factory import make_async_client
-from helpers.client.settings import Settings
+from helpers.bench.records import RequestResult
 
-T = TypeVar("T")
+__all__ = ["BenchResult", "arrival_times_s", "arun_benchmark", "run_benchmark"]
 
-
-@dataclass(frozen=True)
-class BenchResult:
-    """One load-test run: vLLM's ``summary``, one row per request in ``requests``, and how it was run."""
-
-    summary: dict[str, Any]
-    requests: pd.DataFrame
-    run: dict[str, Any]  # model, max_concurrency, request_rate, burstiness, num_prompts, num_warmups, ...
-
-    @property
-    def error_kinds(self) -> dict[str, int]:
-        """How many requests failed, by diagnosis kind (``diagnose``), most frequent first."""
-        failed = self.requests.loc[~self.requests["success"].astype(bool), "error_kind"]
-        return {str(kind): int(n) for kind, n in failed.value_counts().items()}
-
-    def row(self) -> dict[str, Any]:
-        """Run settings and summary in one flat dict (a sweep row, an entry of the CLI JSON)."""
-        return {**self.run, **self.summary}
+Measure = Callable[..., Awaitable[RequestResult]]  # LoadRun.measure(prompt, *, index, start_s, queue_wait_s)
 
 
 def arrival_times_s(
@@ -78,28 +51,16 @@ def arrival_times_s(
     return np.concatenate([[0.0], np.cumsum(gaps[:-1])])
 
 
-def run_sync(coro: Awaitable[T]) -> T:
-    """Run a coroutine to completion from sync code, also inside Jupyter (whose loop is already running)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 async def _send_all(
-    client: Any,
-    model: str,
+    measure: Measure,
     prompts: Sequence[BenchPrompt],
     *,
     concurrency: int | None,
     send_at_s: np.ndarray,
-    ignore_eos: bool,
-    on_done: Any,
-    deadline_s: float | None = None,
+    on_done: Callable[[RequestResult], None],
 ) -> float:
-    """Send every prompt on schedule; returns the wall time from the start to the last request's end."""
+    """Send every prompt on schedule through ``measure``; returns the wall time from the start to the last
+    request's end."""
     slots = asyncio.Semaphore(concurrency) if concurrency else None
     leaving = asyncio.Lock()  # one request leaves per turn of the loop (module doc)
     t0 = time.perf_counter()
@@ -113,108 +74,43 @@ async def _send_all(
             async with leaving:
                 await asyncio.sleep(0)  # hold it for one turn, so the requests behind it wait for the next
             sent = time.perf_counter()
-            result = await measure_request(
-                client,
-                model,
-                prompt,
-                index=index,
-                start_s=sent - t0,
-                queue_wait_s=sent - queued,
-                ignore_eos=ignore_eos,
-                deadline_s=deadline_s,
-            )
+            result = await measure(prompt, index=index, start_s=sent - t0, queue_wait_s=sent - queued)
         on_done(result)
 
     await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
     return time.perf_counter() - t0
 
 
-@contextlib.contextmanager
-def _frozen_heap() -> Any:
-    """Keep the collector off the objects that existed before the run, and give them back after it."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def _progress_bar(total: int, progress: bool | None, description: str) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=total,
-        desc=description,
-        unit="req",
-        disable=not (total >= 100 if progress is None else progress),
-    )
-
-
-def connection(model: str | None, base_url: str | None,
-               settings: Settings | None) -> tuple[Settings | None, str]:
-    """The settings (``get_backend()`` when neither ``base_url`` nor ``settings`` is given) and the model."""
-    if base_url is None and settings is None:
-        from helpers.client.backend import get_backend  # may start the mock for a notebook
-
-        settings = get_backend()
-    model = model or (settings.model if settings is not None else None)
-    if not model:
-        raise ValueError("which model? pass model=... (the server's model ID, see GET /v1/models)")
-    return settings, model
-
-
-@contextlib.contextmanager
-def recording(results: list[RequestResult], *, save_jsonl: str | Path | None,
-              labels: Mapping[str, Any] | None, total: int, progress: bool | None,
-              description: str) -> Iterator[Callable[..., None]]:
-    """During a run: the heap frozen (module doc), a progress bar, and ``on_done(result, **extra)``, which
-    appends the record to ``results`` and its line (``labels``, ``extra``, the record) to ``save_jsonl``."""
-    bar = _progress_bar(total, progress, description)
-    with contextlib.ExitStack() as stack:
-        stack.callback(bar.close)
-        stack.enter_context(_frozen_heap())
-        file = stack.enter_context(open(save_jsonl, "a", encoding="utf-8")) if save_jsonl else None
-
-        def on_done(result: RequestResult, **extra: Any) -> None:
-            results.append(result)
-            if file is not None:
-                append_jsonl(file, {**(labels or {}), **extra, **result.to_dict()})
-            bar.update()
-
-        yield on_done
+def _send_times(prompts: Sequence[BenchPrompt], send_at_s: Sequence[float] | None) -> np.ndarray | None:
+    """The given send times checked (one time >= 0 per prompt), or None when none were given."""
+    if send_at_s is None:
+        return None
+    times = np.asarray(send_at_s, dtype=float)
+    if times.shape != (len(prompts),) or not (times >= 0).all():
+        raise ValueError(f"send_at_s needs one time >= 0 per prompt ({len(prompts)} prompts)")
+    return times
 
 
 async def arun_benchmark(
     prompts: Sequence[BenchPrompt],
     *,
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    settings: Settings | None = None,
     concurrency: int | None = None,
     request_rate: float = math.inf,
     burstiness: float = 1.0,
     warmup_prompts: Sequence[BenchPrompt] = (),
-    ignore_eos: bool = True,
-    save_jsonl: str | Path | None = None,
-    labels: Mapping[str, Any] | None = None,
-    progress: bool | None = None,
-    timeout_s: float = 60.0,
-    deadline_s: float | None = None,
     seed: int = 0,
-    goodput: Mapping[str, float] | None = None,
     send_at_s: Sequence[float] | None = None,
+    options: RunOptions | None = None,
+    **fields: Any,
 ) -> BenchResult:
     """Load-test an OpenAI-compatible server with ``prompts`` (see the module doc for the modes).
 
-    Connection: ``base_url`` + ``api_key``, or ``settings``, or neither (``get_backend()``: the mock, or
-    TaoToken when its key is set). ``labels`` are added to every saved line (e.g. the concurrency of a sweep).
-    ``progress`` None shows a bar from 100 requests on. ``timeout_s`` bounds each read, ``deadline_s`` each
-    request as a whole (default: the read timeout + 0.5 s per output token, ``default_deadline_s``).
-    ``goodput`` (ms limits, ``{"ttft": 1000}``) adds vLLM's ``request_goodput`` (``helpers.bench.goodput``).
     ``send_at_s``: each prompt's send time, seconds after the start (a replayed trace,
-    ``helpers.bench.arrivals``), instead of ``request_rate`` and ``burstiness``.
+    ``helpers.bench.arrivals``), instead of ``request_rate`` and ``burstiness``. Connection, timeouts,
+    ``save_jsonl``, ``labels``, ``progress`` and ``goodput`` are ``RunOptions``: each as a keyword
+    (``model=..., base_url=...``), or all as ``options=``.
     """
+    run_options = RunOptions.of(options, fields)
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if concurrency is None and math.isinf(request_rate) and send_at_s is None:
@@ -222,55 +118,27 @@ async def arun_benchmark(
                          "or both")
     if not prompts:
         raise ValueError("no prompts to send")
-    given_times = send_at_s is not None
-    if given_times:
-        send_at_s = np.asarray(send_at_s, dtype=float)
-        if send_at_s.shape != (len(prompts),) or not (send_at_s >= 0).all():
-            raise ValueError(f"send_at_s needs one time >= 0 per prompt ({len(prompts)} prompts)")
-    settings, model = connection(model, base_url, settings)
-    if not given_times:
-        send_at_s = arrival_times_s(len(prompts), request_rate, burstiness, seed)
+    given_times = _send_times(prompts, send_at_s)
     pool = concurrency or len(prompts)
-    results: list[RequestResult] = []
-    async with make_async_client(
-        settings, base_url=base_url, api_key=api_key, max_connections=pool, timeout_s=timeout_s
-    ) as client:
+    async with open_run(run_options, pool=pool) as run:
+        times = (arrival_times_s(len(prompts), request_rate, burstiness, seed) if given_times is None
+                 else given_times)
         warm: list[RequestResult] = []
         if warmup_prompts:
-            await _send_all(
-                client,
-                model,
-                warmup_prompts,
-                concurrency=min(pool, len(warmup_prompts)),
-                send_at_s=np.zeros(len(warmup_prompts)),
-                ignore_eos=ignore_eos,
-                on_done=warm.append,
-                deadline_s=deadline_s,
-            )
-        with recording(results, save_jsonl=save_jsonl, labels=labels, total=len(prompts), progress=progress,
-                       description=f"concurrency {concurrency or 'inf'}") as on_done:
-            duration_s = await _send_all(
-                client,
-                model,
-                prompts,
-                concurrency=concurrency,
-                send_at_s=send_at_s,
-                ignore_eos=ignore_eos,
-                on_done=on_done,
-                deadline_s=deadline_s,
-            )
-    run = {
-        "model_id": model,
+            await _send_all(run.measure, warmup_prompts, concurrency=min(pool, len(warmup_prompts)),
+                            send_at_s=np.zeros(len(warmup_prompts)), on_done=warm.append)
+        with run.recording(total=len(prompts), description=f"concurrency {concurrency or 'inf'}") as on_done:
+            duration_s = await _send_all(run.measure, prompts, concurrency=concurrency, send_at_s=times,
+                                         on_done=on_done)
+    return run.result(duration_s, {
         "max_concurrency": concurrency,
-        "request_rate": "trace" if given_times else request_rate if math.isfinite(request_rate) else "inf",
+        "request_rate": ("trace" if given_times is not None
+                         else request_rate if math.isfinite(request_rate) else "inf"),
         "burstiness": burstiness,
         "num_prompts": len(prompts),
         "num_warmups": len(warmup_prompts),
         "warmup_failed": sum(not r.success for r in warm),
-        **(labels or {}),
-    }
-    result = BenchResult(summarize_results(results, duration_s), results_frame(results), run)
-    return with_goodput(result, goodput) if goodput else result
+    })
 
 
 def run_benchmark(prompts: Sequence[BenchPrompt], **options: Any) -> BenchResult:

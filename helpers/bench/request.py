@@ -42,7 +42,7 @@ async def measure_request(
         extra["extra_body"] = {"ignore_eos": True}
     if prompt.headers:
         extra["extra_headers"] = dict(prompt.headers)
-    base = {
+    base: dict[str, Any] = {
         "index": index,
         "start_s": start_s,
         "queue_wait_s": queue_wait_s,

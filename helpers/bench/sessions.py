@@ -5,10 +5,10 @@ ended, and its ``messages`` are the system prompt, every earlier user message ea
 server actually streamed, and the new user message (``turn_messages``). Consecutive turns share a growing
 prefix, which a server with prefix caching finds in its cache. Sessions start at Poisson times
 (``chat_scripts(session_rate=...)``) or at given ``start_s`` and run concurrently, one task each, on one
-shared client; each turn is ``measure_request`` (the harness's records, JSONL and summary, with ``session``
-and ``turn`` added). A failed turn is recorded and ends its session: the turns after it are never sent
-(``run["turns_not_sent"]``). Think times are wall seconds: against a mock at ``time_scale`` s they are
-``1 / s`` times longer on its simulated clock.
+shared client; each turn is ``measure_request`` (``helpers.bench.harness``: its records, JSONL and
+summary, with ``session`` and ``turn`` added). A failed turn is recorded and ends its session: the turns after
+it are never sent (``run["turns_not_sent"]``). Think times are wall seconds: against a mock at
+``time_scale`` s they are ``1 / s`` times longer on its simulated clock.
 
 ``turn_table`` gives the figures per turn: TTFT on the wire and on the engine's clock (the mock's ``timing``,
 ``engine_clock_summary``) and the prefix-cache hits the server reported (``cached_tokens``, i.e.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,8 @@ import numpy as np
 import pandas as pd
 
 from helpers.bench.engine_clock import engine_clock_summary, replay_benchmark
-from helpers.bench.goodput import with_goodput
-from helpers.bench.loadgen import BenchResult, connection, recording, run_sync
+from helpers.bench.harness import BenchResult, RunOptions, open_run, run_sync
 from helpers.bench.prompts import BenchPrompt, derive_seed, new_seed, unique_text
-from helpers.bench.records import RequestResult, results_frame, summarize_results
-from helpers.bench.request import measure_request
-from helpers.client.factory import make_async_client
-from helpers.client.settings import Settings
 from helpers.engine.config import EngineConfig
 from helpers.engine.simulate import SimulationResult
 from helpers.hardware import GPUSpec
@@ -75,10 +70,10 @@ def chat_scripts(num_sessions: int, turns: int, *, system_len: int, user_len: in
         raise ValueError("give session_rate (Poisson starts) or start_s (one time per session), not both")
     seed = new_seed() if seed is None else seed
     if start_s is None:
-        if not session_rate > 0:
+        if session_rate is None or not session_rate > 0:  # (None cannot happen here: checked above)
             raise ValueError(f"session_rate must be > 0 sessions/s, got {session_rate}")
         gaps = np.random.default_rng(derive_seed(seed, "starts")).exponential(1 / session_rate, num_sessions)
-        start_s = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+        start_s = np.concatenate([[0.0], np.cumsum(gaps[:-1])]).tolist()
     if len(start_s) != num_sessions or min(start_s) < 0:
         raise ValueError(f"start_s needs one time >= 0 per session ({num_sessions} sessions)")
     system = unique_text(system_len, seed, -1) if system_len else ""
@@ -104,33 +99,18 @@ def turn_prompt(session: ChatSession, turn: int, replies: Sequence[str]) -> Benc
 
 
 async def arun_sessions(
-    sessions: Sequence[ChatSession],
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    settings: Settings | None = None,
-    ignore_eos: bool = True,
-    save_jsonl: str | Path | None = None,
-    labels: Mapping[str, Any] | None = None,
-    progress: bool | None = None,
-    timeout_s: float = 60.0,
-    deadline_s: float | None = None,
-    goodput: Mapping[str, float] | None = None,
+    sessions: Sequence[ChatSession], *, options: RunOptions | None = None, **fields: Any
 ) -> BenchResult:
     """Run the chats concurrently (module doc); one record per turn sent, with ``session`` and ``turn``
-    (0-based) and the reply's ``text``. Connection, timeouts, ``labels`` and ``goodput`` as
-    ``arun_benchmark``."""
+    (0-based) and the reply's ``text``. Connection, timeouts, ``labels`` and ``goodput`` are ``RunOptions``,
+    as for ``arun_benchmark``."""
+    run_options = RunOptions.of(options, fields)
     if not sessions:
         raise ValueError("no sessions to run")
-    settings, model = connection(model, base_url, settings)
     offsets = np.cumsum([0] + [s.turns for s in sessions])
     where: dict[int, tuple[int, int]] = {}
-    results: list[RequestResult] = []
-    async with make_async_client(settings, base_url=base_url, api_key=api_key, max_connections=len(sessions),
-                                 timeout_s=timeout_s) as client:
-        with recording(results, save_jsonl=save_jsonl, labels=labels, total=int(offsets[-1]),
-                       progress=progress, description=f"{len(sessions)} sessions") as on_done:
+    async with open_run(run_options, pool=len(sessions)) as run:
+        with run.recording(total=int(offsets[-1]), description=f"{len(sessions)} sessions") as on_done:
             t0 = time.perf_counter()
 
             async def chat(number: int, session: ChatSession) -> None:
@@ -139,10 +119,9 @@ async def arun_sessions(
                 for turn in range(session.turns):
                     await asyncio.sleep(max(0.0, next_at_s - time.perf_counter()))
                     index = int(offsets[number]) + turn
-                    result = await measure_request(
-                        client, model, turn_prompt(session, turn, replies), index=index,
-                        start_s=time.perf_counter() - t0, queue_wait_s=0.0, ignore_eos=ignore_eos,
-                        deadline_s=deadline_s, keep_text=True)
+                    result = await run.measure(turn_prompt(session, turn, replies), index=index,
+                                               start_s=time.perf_counter() - t0, queue_wait_s=0.0,
+                                               keep_text=True)
                     where[index] = (number, turn)
                     on_done(result, session=number, turn=turn)
                     if not result.success:
@@ -152,14 +131,14 @@ async def arun_sessions(
 
             await asyncio.gather(*(chat(n, s) for n, s in enumerate(sessions)))
             duration_s = time.perf_counter() - t0
-    frame = results_frame(results)
+    frame = run.frame()
     frame.insert(1, "session", [where[i][0] for i in frame["index"]])
     frame.insert(2, "turn", [where[i][1] for i in frame["index"]])
-    run = {"model_id": model, "max_concurrency": None, "request_rate": "sessions",
-           "num_sessions": len(sessions), "num_prompts": int(offsets[-1]), "num_warmups": 0,
-           "turns_not_sent": int(offsets[-1]) - len(results), **(labels or {})}
-    result = BenchResult(summarize_results(results, duration_s), frame, run)
-    return with_goodput(result, goodput) if goodput else result
+    sent = len(run.results)
+    return run.result(duration_s, {
+        "max_concurrency": None, "request_rate": "sessions", "num_sessions": len(sessions),
+        "num_prompts": int(offsets[-1]), "num_warmups": 0, "turns_not_sent": int(offsets[-1]) - sent,
+    }, frame)
 
 
 def run_sessions(sessions: Sequence[ChatSession], **options: Any) -> BenchResult:

@@ -7,16 +7,17 @@ the level's system prefix, which production traffic keeps warm too).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from helpers.bench.loadgen import BenchResult, arun_benchmark, run_sync
+from helpers.bench.harness import BenchResult, RunOptions, run_sync
+from helpers.bench.loadgen import arun_benchmark
 from helpers.bench.prompts import BenchPrompt, derive_seed, make_prompts, new_seed
-from helpers.client.settings import Settings
 
 DEFAULT_CONCURRENCIES = (1, 4, 8, 16, 32)
 
@@ -33,24 +34,20 @@ async def asweep(
     seed: int | None = None,
     request_rate: float = math.inf,
     burstiness: float = 1.0,
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    settings: Settings | None = None,
-    ignore_eos: bool = True,
-    save_jsonl: str | Path | None = None,
-    progress: bool | None = None,
-    timeout_s: float = 60.0,
-    deadline_s: float | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[BenchResult], None] | None = None,
-    goodput: Mapping[str, float] | None = None,
+    options: RunOptions | None = None,
+    **fields: Any,
 ) -> pd.DataFrame:
     """One run per concurrency level → a DataFrame, one row per level (``BenchResult.row()``: vLLM's keys;
     ``goodput`` ms limits add ``request_goodput``).
 
     ``on_start(level, concurrency)`` is called before each level (0-based), ``on_result`` after it.
+    Connection, timeouts, ``save_jsonl``, ``progress`` and ``goodput`` are ``RunOptions`` (keywords, or
+    ``options=``), the same for every level; each level's ``labels`` are its concurrency and seed (after any
+    ``labels`` given).
     """
+    run_options = RunOptions.of(options, fields)
     if not concurrencies:
         raise ValueError("give at least one concurrency level")
     seed = new_seed() if seed is None else seed
@@ -61,24 +58,15 @@ async def asweep(
     for level, (concurrency, level_seed, prompts) in enumerate(levels):
         if on_start is not None:
             on_start(level, concurrency)
+        labels = {**(run_options.labels or {}), "concurrency": concurrency, "seed": level_seed}
         result = await arun_benchmark(
             prompts[warmup:],
             warmup_prompts=prompts[:warmup],
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            settings=settings,
             concurrency=concurrency,
             request_rate=request_rate,
             burstiness=burstiness,
-            ignore_eos=ignore_eos,
-            save_jsonl=save_jsonl,
-            progress=progress,
-            timeout_s=timeout_s,
-            deadline_s=deadline_s,
             seed=level_seed,
-            labels={"concurrency": concurrency, "seed": level_seed},
-            goodput=goodput,
+            options=dataclasses.replace(run_options, labels=labels),
         )
         if on_result is not None:
             on_result(result)

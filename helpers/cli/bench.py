@@ -41,7 +41,7 @@ from helpers.cli.args import at_least
 POSITIVE_INT, POSITIVE = at_least(int, 0, strict=True), at_least(float, 0, strict=True)
 
 if TYPE_CHECKING:  # imported when the command runs: `bench --help` starts without openai or pandas
-    from helpers.bench.loadgen import BenchResult
+    from helpers.bench.harness import BenchResult, RunOptions
 
 EXIT_USAGE = 2
 PREFLIGHT_ATTEMPTS = 3
@@ -310,6 +310,21 @@ class _Target:
     def scaled(self) -> bool:
         return self.time_scale is not None and self.time_scale != 1
 
+    def simulated(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` in simulated (GPU) time when the mock runs time-scaled (``to_simulated``), else as is."""
+        from helpers.bench.records import to_simulated
+
+        return to_simulated(row, self.time_scale) if self.time_scale is not None and self.scaled else row
+
+
+def _run_options(args: argparse.Namespace, target: _Target, requests_path: Path) -> RunOptions:
+    """The options of every request of the run (connection, timeouts, the JSONL, goodput)."""
+    from helpers.bench.harness import RunOptions
+
+    return RunOptions(model=args.model, base_url=target.base_url, api_key=target.api_key,
+                      ignore_eos=not args.no_ignore_eos, save_jsonl=requests_path, timeout_s=args.timeout,
+                      deadline_s=args.deadline, goodput=target.slo_ms)
+
 
 def _connect(args: argparse.Namespace) -> _Target | str:
     """The normalised URL, the key, the SLOs and the mock's time scale, or why the run cannot start."""
@@ -336,6 +351,7 @@ class _Progress:
         self.levels, self.num_prompts, self.target = levels, num_prompts, target
         self.rows: list[dict[str, Any]] = []
         self.results: dict[str, BenchResult] = {}
+        self.seed: int | None = None  # the sweep's, once it has run
         self.started_s = time.perf_counter()
 
     def start(self, level: int, concurrency: int) -> None:
@@ -343,14 +359,12 @@ class _Progress:
               file=sys.stderr, flush=True)
 
     def show(self, result: BenchResult) -> None:
-        from helpers.bench.records import to_simulated
         from helpers.client.diagnose import mask_secrets
 
         self.rows.append({**result.row(), "error_kinds": result.error_kinds})
         self.results[f"concurrency {result.run['max_concurrency']}"] = result
         row = self.rows[-1]
-        shown = to_simulated(row, self.target.time_scale) if self.target.scaled else row
-        print(_table([shown]).splitlines()[-1], flush=True)
+        print(_table([self.target.simulated(row)]).splitlines()[-1], flush=True)
         reasons = _reasons(result)
         if reasons:
             print(mask_secrets(reasons), flush=True)
@@ -379,18 +393,30 @@ def _sweep(args: argparse.Namespace, target: _Target, progress: _Progress, reque
                 seed=args.seed,
                 request_rate=args.request_rate,
                 burstiness=args.burstiness,
-                model=args.model,
-                base_url=target.base_url,
-                api_key=target.api_key,
-                ignore_eos=not args.no_ignore_eos,
-                save_jsonl=requests_path,
-                timeout_s=args.timeout,
-                deadline_s=args.deadline,
                 on_start=progress.start,
                 on_result=progress.show,
-                goodput=target.slo_ms,
+                options=_run_options(args, target, requests_path),
             )
         )
+
+
+def _run_levels(args: argparse.Namespace, target: _Target, requests_path: Path) -> _Progress | int:
+    """Run the concurrency levels, each row shown as it finishes: their progress (rows, results), or the
+    exit code of a run that could not finish."""
+    from helpers.client.diagnose import mask_secrets
+
+    progress = _Progress(len(args.concurrency), args.num_prompts, target)
+    print(_basis(target.time_scale))
+    print(_table([]), flush=True)
+    try:
+        table = _sweep(args, target, progress, requests_path)
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail(mask_secrets(str(exc)))
+    except KeyboardInterrupt:
+        print(f"interrupted: the requests that finished are in {requests_path}")
+        return 130
+    progress.seed = table.attrs["seed"]
+    return progress
 
 
 def _notes(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
@@ -406,7 +432,6 @@ def _notes(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
 def _document(args: argparse.Namespace, target: _Target, seed: Any,
               rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The result JSON: the run's settings under vLLM's key names, the rows (and their simulated twins)."""
-    from helpers.bench.records import to_simulated
     from helpers.client.settings import redact_url
 
     document = {
@@ -425,38 +450,16 @@ def _document(args: argparse.Namespace, target: _Target, seed: Any,
         "results": rows,
     }
     if target.scaled:
-        document["results_simulated"] = [to_simulated(r, target.time_scale) for r in rows]
+        document["results_simulated"] = [target.simulated(r) for r in rows]
     return document
 
 
-def run(args: argparse.Namespace) -> int:
-    from helpers.client.diagnose import mask_secrets
-
-    problem = _bad_paths(args)
-    if problem:
-        return _fail(problem)
-    target = _connect(args)
-    if isinstance(target, str):
-        return _fail(target)
-    out = Path(args.result_json)
-    requests_path = out.with_suffix(".requests.jsonl")
-    if args.sessions:
-        from helpers.cli.bench_sessions import run_sessions_command
-
-        return run_sessions_command(args, target.base_url, target.api_key, target.time_scale, target.slo_ms)
-    progress = _Progress(len(args.concurrency), args.num_prompts, target)
-    print(_basis(target.time_scale))
-    print(_table([]), flush=True)
-    try:
-        table = _sweep(args, target, progress, requests_path)
-    except (ValueError, FileNotFoundError) as exc:
-        return _fail(mask_secrets(str(exc)))
-    except KeyboardInterrupt:
-        print(f"interrupted: the requests that finished are in {requests_path}")
-        return 130
+def _report(args: argparse.Namespace, target: _Target, progress: _Progress, out: Path,
+            requests_path: Path) -> int:
+    """What the table means, the JSON and CSV (and the HTML report if asked), and the exit code."""
     rows = progress.rows
     _notes(args, rows)
-    document = _document(args, target, table.attrs["seed"], rows)
+    document = _document(args, target, progress.seed, rows)
     csv_path = _write(out, document, rows)
     print(f"wrote {out}, {csv_path} and {requests_path}")
     if args.report:
@@ -471,3 +474,24 @@ def run(args: argparse.Namespace) -> int:
         print("退出码 1：" + "；".join(broken) + "。失败原因见上表下方和 " + str(requests_path))
         return 1
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """The arguments checked and the server preflighted (``_bad_paths``, ``_connect``), then the sessions
+    (``helpers.cli.bench_sessions``) or the levels (``_run_levels``) and their report (``_report``)."""
+    problem = _bad_paths(args)
+    if problem:
+        return _fail(problem)
+    target = _connect(args)
+    if isinstance(target, str):
+        return _fail(target)
+    out = Path(args.result_json)
+    requests_path = out.with_suffix(".requests.jsonl")
+    if args.sessions:
+        from helpers.cli.bench_sessions import run_sessions_command
+
+        return run_sessions_command(args, _run_options(args, target, requests_path), target.time_scale)
+    progress = _run_levels(args, target, requests_path)
+    if isinstance(progress, int):
+        return progress
+    return _report(args, target, progress, out, requests_path)

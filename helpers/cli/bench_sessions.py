@@ -22,9 +22,12 @@ import math
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from helpers.bench.harness import RunOptions
 
 
 def _table(turns: pd.DataFrame) -> str:
@@ -38,9 +41,9 @@ def _table(turns: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def run_sessions_command(args: argparse.Namespace, base_url: str, api_key: str, time_scale: float | None,
-                         slo_ms: dict[str, float] | None) -> int:
-    """Run the sessions ``args`` describe against the server that passed the preflight; the exit code."""
+def run_sessions_command(args: argparse.Namespace, options: RunOptions, time_scale: float | None) -> int:
+    """Run the sessions ``args`` describe with ``options`` (the server that passed the preflight, the
+    timeouts, ``save_jsonl``, goodput); the exit code."""
     from helpers.bench.prompts import new_seed
     from helpers.bench.records import FewSamplesWarning
     from helpers.bench.sessions import chat_scripts, run_sessions, turn_table
@@ -48,7 +51,7 @@ def run_sessions_command(args: argparse.Namespace, base_url: str, api_key: str, 
     from helpers.client.settings import redact_url
 
     out = Path(args.result_json)
-    requests_path = out.with_suffix(".requests.jsonl")
+    requests_path = out.with_suffix(".requests.jsonl")  # options.save_jsonl
     seed = args.seed if args.seed is not None else new_seed()
     try:
         scripts = chat_scripts(args.sessions, args.turns, system_len=args.shared_prefix,
@@ -61,9 +64,7 @@ def run_sessions_command(args: argparse.Namespace, base_url: str, api_key: str, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewSamplesWarning)
         try:
-            result = run_sessions(scripts, model=args.model, base_url=base_url, api_key=api_key,
-                                  ignore_eos=not args.no_ignore_eos, save_jsonl=requests_path,
-                                  timeout_s=args.timeout, deadline_s=args.deadline, goodput=slo_ms)
+            result = run_sessions(scripts, options=options)
         except KeyboardInterrupt:
             print(f"interrupted: the turns that finished are in {requests_path}")
             return 130
@@ -78,7 +79,7 @@ def run_sessions_command(args: argparse.Namespace, base_url: str, api_key: str, 
     document = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "backend": "openai-chat",
-        "base_url": redact_url(base_url),
+        "base_url": redact_url(options.base_url or ""),
         "model_id": args.model,
         "sessions": args.sessions, "turns": args.turns, "think_time_s": args.think_time,
         "session_rate": args.session_rate, "user_len": args.input_len, "output_len": args.output_len,

@@ -12,9 +12,15 @@ import argparse
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from helpers.cli.args import at_least, fail, fraction, port
 from helpers.kvcache import format_bytes
+
+if TYPE_CHECKING:  # imported when the command runs: `serve --help` starts without fastapi
+    from starlette.types import ASGIApp
+
+    from helpers.server.options import MockOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +94,17 @@ def _print_engine_log() -> None:
     engine_logger.setLevel(logging.INFO)
 
 
+def _mock_options(args: argparse.Namespace) -> MockOptions:
+    """How the mock answers, as the command line says (``MockOptions``' defaults for what it leaves out)."""
+    from helpers.server.options import MockOptions
+
+    given = {"max_body_bytes": args.max_body_bytes} if args.max_body_bytes is not None else {}
+    return MockOptions(api_key=args.api_key, time_scale=args.time_scale,
+                       served_model_names=args.served_model_name,
+                       max_waiting_requests=args.max_waiting_requests, fault_rate=args.fault_rate,
+                       fault_seed=args.fault_seed, **given)
+
+
 def run(args: argparse.Namespace) -> int:
     from helpers.server.app import create_app, load_config
     from helpers.server.launcher import READY_PREFIX, bind_socket, uvicorn_server
@@ -97,17 +114,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         if args.speculative_config is not None:
             config = config.replace(speculative_config=args.speculative_config)
-        app = create_app(
-            config,
-            args.gpu,
-            api_key=args.api_key,
-            time_scale=args.time_scale,
-            served_model_names=args.served_model_name,
-            max_waiting_requests=args.max_waiting_requests,
-            fault_rate=args.fault_rate,
-            fault_seed=args.fault_seed,
-            **({} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}),
-        )
+        app = create_app(config, args.gpu, options=_mock_options(args))
     except (FileNotFoundError, ValueError) as exc:
         return fail(str(exc))
     if args.classroom and args.api_key:
@@ -156,13 +163,14 @@ def run(args: argparse.Namespace) -> int:
         "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also under /api/v1), "
         "GET /health, GET /metrics"
     )
+    served: ASGIApp = app  # a room's server puts the classroom in front of the app
     if args.classroom:
         from helpers.server import classroom
 
         try:
-            app, lines = classroom.setup(app, args.classroom, args.keys_file,
-                                         max_running=args.per_learner_running,
-                                         max_waiting=args.per_learner_waiting)
+            served, lines = classroom.setup(app, args.classroom, args.keys_file,
+                                            max_running=args.per_learner_running,
+                                            max_waiting=args.per_learner_waiting)
         except (OSError, ValueError) as exc:
             return fail(str(exc))
         for line in lines:
@@ -174,5 +182,5 @@ def run(args: argparse.Namespace) -> int:
         f"{READY_PREFIX}http://{host}:{port} (OpenAI base URL: http://{host}:{port}/v1; Ctrl+C to stop)",
         flush=True,
     )
-    uvicorn_server(app, args.log_level).run(sockets=[sock])
+    uvicorn_server(served, args.log_level).run(sockets=[sock])
     return 0

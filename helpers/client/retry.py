@@ -15,6 +15,7 @@ is the one of the attempt that was answered.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 try:  # the same HTTP stack as helpers.client.factory
@@ -51,47 +52,61 @@ def _restart_clock(request: Any) -> None:
         stamp.sent_s = None
 
 
-class RetryBeforeResponse(httpx.BaseTransport):
-    """A sync transport that resends a request whose connection failed before the response began."""
+class _Attempt:
+    """One attempt at a request, as a ``with`` block: a failure before the response began is swallowed
+    (and counted) when the request may be sent once more, so the caller's loop goes on to the next attempt;
+    anything else propagates."""
+
+    def __init__(self, owner: _Resending, request: Any, last: bool) -> None:
+        self._owner, self._request, self._last = owner, request, last
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: Any) -> bool:
+        again = (isinstance(error, RETRIABLE) and not self._last and _replayable(self._request)
+                 and nothing_received(error))
+        if again:
+            self._owner.retried += 1
+            _restart_clock(self._request)
+        return again
+
+
+class _Resending:
+    """The retry decision both transports share: ``for attempt in self.attempts(request): with attempt:
+    return <send it>``; only the send (blocking or awaited) differs."""
 
     def __init__(self, inner: Any, retries: int = RETRIES) -> None:
         self.inner = inner
         self.retries = retries
         self.retried = 0  # how many requests needed it (tests read it)
 
-    def handle_request(self, request: Any) -> Any:
+    def attempts(self, request: Any) -> Iterator[_Attempt]:
         for attempt in range(self.retries + 1):
-            try:
+            yield _Attempt(self, request, last=attempt == self.retries)
+
+
+class RetryBeforeResponse(_Resending, httpx.BaseTransport):
+    """A sync transport that resends a request whose connection failed before the response began."""
+
+    def handle_request(self, request: Any) -> Any:
+        for attempt in self.attempts(request):
+            with attempt:
                 return self.inner.handle_request(request)
-            except RETRIABLE as error:
-                if attempt == self.retries or not _replayable(request) or not nothing_received(error):
-                    raise
-                self.retried += 1
-                _restart_clock(request)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     def close(self) -> None:
         self.inner.close()
 
 
-class AsyncRetryBeforeResponse(httpx.AsyncBaseTransport):
+class AsyncRetryBeforeResponse(_Resending, httpx.AsyncBaseTransport):
     """The async twin of ``RetryBeforeResponse``."""
 
-    def __init__(self, inner: Any, retries: int = RETRIES) -> None:
-        self.inner = inner
-        self.retries = retries
-        self.retried = 0
-
     async def handle_async_request(self, request: Any) -> Any:
-        for attempt in range(self.retries + 1):
-            try:
+        for attempt in self.attempts(request):
+            with attempt:
                 return await self.inner.handle_async_request(request)
-            except RETRIABLE as error:
-                if attempt == self.retries or not _replayable(request) or not nothing_received(error):
-                    raise
-                self.retried += 1
-                _restart_clock(request)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     async def aclose(self) -> None:
         await self.inner.aclose()

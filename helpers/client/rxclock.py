@@ -76,6 +76,19 @@ def _errors(timeout_error: type[Exception], other_error: type[Exception]) -> Ite
         raise other_error(exc) from exc
 
 
+# the errors of each operation, for the blocking and the non-blocking streams alike
+def _connect_errors() -> contextlib.AbstractContextManager[None]:
+    return _errors(httpcore.ConnectTimeout, httpcore.ConnectError)
+
+
+def _read_errors() -> contextlib.AbstractContextManager[None]:
+    return _errors(httpcore.ReadTimeout, httpcore.ReadError)
+
+
+def _write_errors() -> contextlib.AbstractContextManager[None]:
+    return _errors(httpcore.WriteTimeout, httpcore.WriteError)
+
+
 def _configure(sock: socket.socket, socket_options: Iterable[Any] | None) -> socket.socket:
     """The caller's options, ``TCP_NODELAY`` (as httpcore's backends) and kernel receive stamps; the socket
     is closed if any of it fails."""
@@ -123,12 +136,12 @@ class StampedStream(_StampedSocket, httpcore.NetworkStream):
     """A blocking TCP stream whose ``last_rx_s`` is the kernel's receive time of the latest read."""
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        with _errors(httpcore.ReadTimeout, httpcore.ReadError):
+        with _read_errors():
             self._sock.settimeout(timeout)
             return self._recv(max_bytes)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        with _errors(httpcore.WriteTimeout, httpcore.WriteError):
+        with _write_errors():
             self._sock.settimeout(timeout)
             self._sock.sendall(buffer)
 
@@ -140,7 +153,7 @@ class AsyncStampedStream(_StampedSocket, httpcore.AsyncNetworkStream):
     """The non-blocking twin of ``StampedStream`` for asyncio (and trio, through anyio)."""
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        with _errors(httpcore.ReadTimeout, httpcore.ReadError), anyio.fail_after(timeout):
+        with _read_errors(), anyio.fail_after(timeout):
             while True:
                 try:
                     return self._recv(max_bytes)
@@ -149,7 +162,7 @@ class AsyncStampedStream(_StampedSocket, httpcore.AsyncNetworkStream):
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         view = memoryview(buffer)
-        with _errors(httpcore.WriteTimeout, httpcore.WriteError), anyio.fail_after(timeout):
+        with _write_errors(), anyio.fail_after(timeout):
             while view:
                 try:
                     view = view[self._sock.send(view):]
@@ -173,7 +186,7 @@ class StampedBackend(httpcore.NetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> StampedStream:
         source = None if local_address is None else (local_address, 0)
-        with _errors(httpcore.ConnectTimeout, httpcore.ConnectError):
+        with _connect_errors():
             sock = socket.create_connection((host, port), timeout, source_address=source)
             return StampedStream(_configure(sock, socket_options))
 
@@ -190,7 +203,7 @@ class AsyncStampedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncStampedStream:
-        with _errors(httpcore.ConnectTimeout, httpcore.ConnectError), anyio.fail_after(timeout):
+        with _connect_errors(), anyio.fail_after(timeout):
             addresses = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
             error: OSError = OSError(f"no address for {host}")
             for family, kind, proto, _name, address in addresses:

@@ -12,7 +12,8 @@ a load test's client works through a burst of chunks one after the other, and a 
 reaches a chunk would add the chunk's place in that queue. All lines of one read are taken before the next
 read, so the latest read's stamp is the right one. Other connections (https, a proxy, a client of
 your own) stamp each line with ``time.perf_counter()`` as it comes out of the SDK.
-The sync and async variants share ``_Recorder``; only the loop differs.
+The sync and async variants share ``_StreamCall`` (arguments, deadline, stamps, parsing); only their
+I/O differs.
 ``stream_options.include_usage`` asks the server for the exact token counts (the usage chunk has
 ``choices == []``). Errors: the SDK's ``openai.APIStatusError`` when the server refuses the request,
 ``openai.APIConnectionError`` / ``APITimeoutError`` when the connection breaks or stalls mid-stream (from
@@ -28,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -89,44 +90,8 @@ def _arrival_clock(http_response: Any) -> Callable[[], float]:
     return time.perf_counter
 
 
-class _Recorder:
-    """Stamps SSE lines as they arrive and turns them into metrics when the stream ends."""
-
-    def __init__(self) -> None:
-        self.called_s = time.perf_counter()
-        self._send = expect_send()
-        self.headers_at_s: float | None = None
-        self.lines: list[tuple[float, str]] = []
-
-    def opened(self, http_response: Any) -> Callable[[], float]:
-        """The response headers have arrived (status 200: the SDK raised on anything else); returns the clock
-        that stamps the lines."""
-        arrived = _arrival_clock(http_response)
-        self.headers_at_s = arrived()
-        return arrived
-
-    def finish(self, request: Any) -> RequestMetrics:
-        end_s = time.perf_counter()
-        t0 = self._send.sent_s if self._send.sent_s is not None else self.called_s
-        events, usage, model, timing = [], None, None, None
-        for t_s, chunk in parse_chunks(self.lines, request):
-            model = chunk.get("model") or model
-            usage = chunk.get("usage") or usage
-            timing = chunk.get("timing") or timing
-            events.append(_event(t_s - t0, chunk))
-        return metrics_from_trace(
-            events,
-            usage=usage,
-            headers_s=None if self.headers_at_s is None else self.headers_at_s - t0,
-            stream_end_s=end_s - t0,
-            model=model,
-            server_timing=timing,
-            sent_monotonic_s=t0,
-            send_wait_s=None if self._send.sent_s is None else self._send.sent_s - self.called_s,
-        )
-
-
-def _request(model: str, messages: Sequence[dict], max_tokens: int, include_usage: bool, extra: dict) -> dict:
+def _request(model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int, include_usage: bool,
+             extra: dict) -> dict:
     kwargs: dict[str, Any] = {
         "model": model, "messages": list(messages), "max_tokens": max_tokens, "stream": True,
     }
@@ -170,10 +135,72 @@ def _placeholder_request(client: Any) -> Any:
     return httpx.Request("POST", f"{client.base_url}chat/completions")
 
 
+class _StreamCall:
+    """One streamed chat request from the call to its metrics: everything ``stream_once`` and
+    ``astream_once`` do but their I/O. The request's arguments and deadline, the send stamp, each line
+    stamped as it arrives (``feed``), the metrics once the stream has ended (``finish``)."""
+
+    def __init__(self, client: Any, model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int,
+                 include_usage: bool, deadline_s: float | None, extra: dict) -> None:
+        self.deadline_s = _deadline_s(client, max_tokens, deadline_s)
+        self.kwargs = _request(model, messages, max_tokens, include_usage, extra)
+        self.called_s = time.perf_counter()
+        self.end_at_s = self.called_s + self.deadline_s
+        self._send = expect_send()
+        self._headers_at_s: float | None = None
+        self._lines: list[tuple[float, str]] = []
+        self._arrived: Callable[[], float] = time.perf_counter
+        self._reader: LineReader | None = None
+        self._request: Any = None
+
+    def opened(self, response: Any) -> Any:
+        """The response headers have arrived (status 200: the SDK raised on anything else); returns the
+        HTTP request, which the stream's errors name."""
+        self._arrived = _arrival_clock(response.http_response)
+        self._headers_at_s = self._arrived()
+        self._request = response.http_request
+        self._reader = LineReader(self._request)
+        return self._request
+
+    def feed(self, data: bytes) -> None:
+        """Bytes just read: split into lines, each stamped with the read's arrival time."""
+        assert self._reader is not None, "opened() comes first"
+        self._lines.extend((self._arrived(), line) for line in self._reader.feed(data))
+
+    def overdue(self) -> bool:
+        return time.perf_counter() > self.end_at_s
+
+    def deadline_error(self, request: Any) -> DeadlineExceededError:
+        return DeadlineExceededError(request, self.deadline_s)
+
+    def finish(self) -> RequestMetrics:
+        """The stream has ended: its last line taken, the lines parsed into the request's metrics."""
+        assert self._reader is not None, "opened() comes first"
+        self._lines.extend((self._arrived(), line) for line in self._reader.rest())
+        end_s = time.perf_counter()
+        t0 = self._send.sent_s if self._send.sent_s is not None else self.called_s
+        events, usage, model, timing = [], None, None, None
+        for t_s, chunk in parse_chunks(self._lines, self._request):
+            model = chunk.get("model") or model
+            usage = chunk.get("usage") or usage
+            timing = chunk.get("timing") or timing
+            events.append(_event(t_s - t0, chunk))
+        return metrics_from_trace(
+            events,
+            usage=usage,
+            headers_s=None if self._headers_at_s is None else self._headers_at_s - t0,
+            stream_end_s=end_s - t0,
+            model=model,
+            server_timing=timing,
+            sent_monotonic_s=t0,
+            send_wait_s=None if self._send.sent_s is None else self._send.sent_s - self.called_s,
+        )
+
+
 def stream_once(
     client: openai.OpenAI,
     model: str,
-    messages: Sequence[dict],
+    messages: Sequence[Mapping[str, Any]],
     max_tokens: int,
     *,
     include_usage: bool = True,
@@ -189,32 +216,27 @@ def stream_once(
     ``StreamError``, ``DeadlineExceededError``, ``NoTokensError`` when no text arrived): pass them to
     ``diagnose``.
     """
-    deadline_s = _deadline_s(client, max_tokens, deadline_s)
-    kwargs = {"timeout": _capped_timeout(client, deadline_s), **_request(model, messages, max_tokens,
-                                                                          include_usage, extra)}
-    recorder = _Recorder()
-    end_at_s = recorder.called_s + deadline_s
+    call = _StreamCall(client, model, messages, max_tokens, include_usage, deadline_s, extra)
+    kwargs = {"timeout": _capped_timeout(client, call.deadline_s), **call.kwargs}
     try:
         with client.chat.completions.with_streaming_response.create(**kwargs) as response:
-            arrived, lines = recorder.opened(response.http_response), recorder.lines
-            reader = LineReader(response.http_request)
-            with _sdk_errors(response.http_request):
+            request = call.opened(response)
+            with _sdk_errors(request):
                 for data in response.iter_bytes():
-                    lines.extend((arrived(), line) for line in reader.feed(data))
-                    if time.perf_counter() > end_at_s:
-                        raise DeadlineExceededError(response.http_request, deadline_s)
-            lines.extend((arrived(), line) for line in reader.rest())
-            return recorder.finish(response.http_request)
+                    call.feed(data)
+                    if call.overdue():
+                        raise call.deadline_error(request)
+            return call.finish()
     except openai.APITimeoutError as exc:
-        if isinstance(exc, DeadlineExceededError) or time.perf_counter() < end_at_s:
+        if isinstance(exc, DeadlineExceededError) or not call.overdue():
             raise
-        raise DeadlineExceededError(exc.request, deadline_s) from exc
+        raise call.deadline_error(exc.request) from exc
 
 
 async def astream_once(
     client: openai.AsyncOpenAI,
     model: str,
-    messages: Sequence[dict],
+    messages: Sequence[Mapping[str, Any]],
     max_tokens: int,
     *,
     include_usage: bool = True,
@@ -223,20 +245,15 @@ async def astream_once(
 ) -> RequestMetrics:
     """The asyncio twin of ``stream_once`` for concurrent load tests (same arguments, same metrics); the
     deadline is exact here (the request is cancelled when it passes)."""
-    deadline_s = _deadline_s(client, max_tokens, deadline_s)
-    kwargs = _request(model, messages, max_tokens, include_usage, extra)
-    recorder = _Recorder()
+    call = _StreamCall(client, model, messages, max_tokens, include_usage, deadline_s, extra)
     try:
-        with anyio.fail_after(deadline_s) as scope:  # in this task: asyncio.wait_for would add one
-            async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
-                arrived, lines = recorder.opened(response.http_response), recorder.lines
-                reader = LineReader(response.http_request)
-                with _sdk_errors(response.http_request):
+        with anyio.fail_after(call.deadline_s) as scope:  # in this task: asyncio.wait_for would add one
+            async with client.chat.completions.with_streaming_response.create(**call.kwargs) as response:
+                with _sdk_errors(call.opened(response)):
                     async for data in response.iter_bytes():
-                        lines.extend((arrived(), line) for line in reader.feed(data))
-                lines.extend((arrived(), line) for line in reader.rest())
-                return recorder.finish(response.http_request)
+                        call.feed(data)
+                return call.finish()
     except TimeoutError as exc:
         if not scope.cancelled_caught:
             raise
-        raise DeadlineExceededError(_placeholder_request(client), deadline_s) from exc
+        raise call.deadline_error(_placeholder_request(client)) from exc

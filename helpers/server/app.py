@@ -51,13 +51,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -79,6 +80,7 @@ from helpers.server.errors import (
 )
 from helpers.server.faults import FAULT_HEADER, Fault, FaultInjector, error_for
 from helpers.server.intake import DEFAULT_MAX_BODY_BYTES, Prompt, read_request
+from helpers.server.options import MockOptions
 from helpers.server.prometheus import CONTENT_TYPE, ServerMetrics
 from helpers.server.responses import (
     DroppedResponse,
@@ -218,26 +220,23 @@ def create_app(
     config: EngineConfig | str | Path | None = None,
     gpu: GPUSpec | str = "a100-80gb",
     *,
-    api_key: str | None = None,
-    time_scale: float = 1.0,
-    served_model_names: Sequence[str] | None = None,
-    max_waiting_requests: int | None = None,
-    fault_rate: float = 0.0,
-    fault_seed: int = 0,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    options: MockOptions | None = None,
+    **fields: Any,
 ) -> FastAPI:
-    """Build the mock app (engines are created now; their real-time loops start with the app)."""
-    if max_body_bytes < 1024:
-        raise ValueError(f"max_body_bytes must be at least 1024, got {max_body_bytes}")
+    """Build the mock app (engines are created now; their real-time loops start with the app). How it
+    answers is ``MockOptions``: each field as a keyword (``api_key=..., time_scale=...``), or ``options=``."""
+    opts = MockOptions.of(options, fields)
+    if opts.max_body_bytes < 1024:
+        raise ValueError(f"max_body_bytes must be at least 1024, got {opts.max_body_bytes}")
     engine_config = load_config(config)
-    models = served_models(engine_config, served_model_names)
+    models = served_models(engine_config, opts.served_model_names)
     engines = build_engines(engine_config, gpu, models)
     drivers: dict[int, EngineDriver] = {}
     by_name: dict[str, EngineDriver] = {}
     for served in models:  # one driver per engine, labelled in /metrics with its first served name
         engine = engines[served.name]
         if id(engine) not in drivers:
-            drivers[id(engine)] = by_name[served.name] = EngineDriver(engine, time_scale=time_scale)
+            drivers[id(engine)] = by_name[served.name] = EngineDriver(engine, time_scale=opts.time_scale)
     metrics = ServerMetrics(by_name)
     for name, driver in by_name.items():
         driver.observer = metrics.observer(name)
@@ -248,10 +247,10 @@ def create_app(
     service = MockService(
         endpoints,
         metrics,
-        api_key=api_key,
-        faults=FaultInjector(fault_rate, fault_seed),
-        max_waiting_requests=max_waiting_requests,
-        max_body_bytes=max_body_bytes,
+        api_key=opts.api_key,
+        faults=FaultInjector(opts.fault_rate, opts.fault_seed),
+        max_waiting_requests=opts.max_waiting_requests,
+        max_body_bytes=opts.max_body_bytes,
     )
     quiet_dropped_connections()
 
@@ -373,14 +372,14 @@ def _add_error_handlers(app: FastAPI) -> None:
 def _publish_request_schemas(app: FastAPI) -> None:
     """Make ``/openapi.json`` describe the JSON bodies the completion routes read (they parse the raw body
     themselves, so that every validation problem is an OpenAI-shaped 400 rather than FastAPI's 422)."""
-    models = {"/chat/completions": ChatCompletionRequest, "/completions": CompletionRequest}
+    models: dict[str, type[BaseModel]] = {"/chat/completions": ChatCompletionRequest,
+                                          "/completions": CompletionRequest}
+    inputs: list[tuple[type[BaseModel], Literal["validation"]]] = [(m, "validation") for m in models.values()]
 
-    def openapi() -> dict:
+    def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            refs, defs = models_json_schema(
-                [(m, "validation") for m in models.values()], ref_template="#/components/schemas/{model}"
-            )
+            refs, defs = models_json_schema(inputs, ref_template="#/components/schemas/{model}")
             schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
             for path, operations in schema["paths"].items():
                 model = next((m for suffix, m in models.items() if path.endswith(suffix)), None)
@@ -392,4 +391,4 @@ def _publish_request_schemas(app: FastAPI) -> None:
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema

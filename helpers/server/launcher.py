@@ -16,21 +16,24 @@ kernel exits.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from helpers.engine import EngineConfig
 from helpers.hardware import GPUSpec
 from helpers.server.app import create_app
-from helpers.server.intake import DEFAULT_MAX_BODY_BYTES
+from helpers.server.options import MockOptions
 
+ASGIApp = Callable[..., Awaitable[None]]  # the app, or the persona or classroom in front of it
 READY_PREFIX = "Serving on "  # the CLI's last start-up line: "Serving on http://HOST:PORT ..."
 _named: dict[str, MockServer] = {}  # in-process servers started with a name, stopped at exit
 
@@ -100,9 +103,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
 SERVER_KEEP_ALIVE_S = 30
 
 
-def uvicorn_server(app: object, log_level: str = "warning") -> uvicorn.Server:
+def uvicorn_server(app: ASGIApp, log_level: str = "warning") -> uvicorn.Server:
     config = uvicorn.Config(
-        app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=0.5,
+        app, log_level=log_level, access_log=False, lifespan="on",
+        # annotated int, used as asyncio.wait_for's timeout (uvicorn/server.py, Server.shutdown): 0.5 works
+        timeout_graceful_shutdown=0.5,  # type: ignore[arg-type]
         timeout_keep_alive=SERVER_KEEP_ALIVE_S,
     )
     return uvicorn.Server(config)
@@ -114,39 +119,29 @@ def start_mock_server(
     *,
     port: int = 0,
     host: str = "127.0.0.1",
-    api_key: str | None = None,
-    time_scale: float = 1.0,
-    served_model_names: Sequence[str] | None = None,
-    max_waiting_requests: int | None = None,
-    fault_rate: float = 0.0,
-    fault_seed: int = 0,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "warning",
     name: str | None = None,
     persona: str | None = None,
+    options: MockOptions | None = None,
+    **fields: Any,
 ) -> MockServer:
     """Run the mock in a daemon thread of this process and return once it accepts connections.
 
-    ``name``: stop a server started earlier under the same name first; stop this one at interpreter exit.
-    ``persona="taotoken"``: answer a wrong path, key or model with TaoToken's error bodies
+    How it answers is ``MockOptions`` (``api_key``, ``time_scale``, ``served_model_names``,
+    ``max_waiting_requests``, ``fault_rate``, ``fault_seed``, ``max_body_bytes``): each as a keyword, or all
+    as ``options=``. ``name``: stop a server started earlier under the same name first; stop this one at
+    interpreter exit. ``persona="taotoken"``: answer a wrong path, key or model with TaoToken's error bodies
     (``helpers.server.persona``); ``api_key`` is then required and ``base_url`` ends in ``/api/v1``."""
+    opts = MockOptions.of(options, fields)
     if name is not None and name in _named:
         _named.pop(name).stop()
-    app = create_app(
-        config,
-        gpu,
-        api_key=None if persona else api_key,
-        time_scale=time_scale,
-        served_model_names=served_model_names,
-        max_waiting_requests=max_waiting_requests,
-        fault_rate=fault_rate,
-        fault_seed=fault_seed,
-        max_body_bytes=max_body_bytes,
-    )
+    # with a persona the persona checks the key (a wrong one gets TaoToken's body), not the app
+    app_options = dataclasses.replace(opts, api_key=None) if persona else opts
+    app: ASGIApp = create_app(config, gpu, options=app_options)
     if persona is not None:
         from helpers.server.persona import with_persona
 
-        app = with_persona(app, persona, api_key)
+        app = with_persona(app, persona, opts.api_key)
     sock = bind_socket(host, port)
     server = uvicorn_server(app, log_level)
     thread = threading.Thread(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from helpers.engine import EngineConfig, LLMEngine
@@ -37,7 +38,7 @@ class ServedModel:
         return cls(match["name"], match["model"], match["flag"] == "reasoning")
 
 
-def served_models(config: EngineConfig, specs: list[str] | tuple[str, ...] | None) -> list[ServedModel]:
+def served_models(config: EngineConfig, specs: Sequence[str] | None) -> list[ServedModel]:
     """Parse specs; with none, serve the config's ``served_model_name`` (or its model name), as vLLM does."""
     if not specs:
         return [ServedModel(config.served_model_name or config.model)]
