@@ -8,6 +8,7 @@ import pytest
 from helpers.bench import (
     arrival_times_s,
     engine_clock_summary,
+    engine_prefill_s,
     replay_benchmark,
     replay_sweep,
     run_benchmark,
@@ -33,7 +34,9 @@ def test_one_request_at_a_time_the_replay_is_exactly_what_the_mock_engine_did():
                               warmup_prompts=prompts[:1])
     timing = pd.DataFrame(list(result.requests["server_timing"]))
     assert (replay.requests["queue_s"] == 0).all() and (timing["queue_s"] >= 0).all()
-    np.testing.assert_allclose(timing["ttft_s"] - timing["queue_s"], replay.requests["ttft_s"], rtol=1e-9)
+    # the prefill time (first token - scheduled) leaves that wait out
+    np.testing.assert_allclose(engine_prefill_s(result), replay.requests["ttft_s"], rtol=1e-9)
+    np.testing.assert_allclose(engine_prefill_s(result), timing["ttft_s"] - timing["queue_s"], rtol=1e-12)
     np.testing.assert_allclose(timing["e2e_s"] - timing["ttft_s"],
                                replay.requests["e2el_s"] - replay.requests["ttft_s"], rtol=1e-9)
     assert (timing["cached_prompt_tokens"] > 0).all()          # the warm-up put the prefix in the cache
@@ -96,3 +99,5 @@ def test_clear_errors():
                               "output_tokens": [1]})
     with pytest.raises(ValueError, match="timing field"):
         engine_clock_summary(no_timing)
+    with pytest.raises(ValueError, match="timing field"):
+        engine_prefill_s(no_timing)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.bench.engine_clock import replay_benchmark
+from helpers.bench.engine_clock import engine_prefill_s, replay_benchmark
 from helpers.bench.prompts import BenchPrompt
 from helpers.bench.records import FewSamplesWarning
 from helpers.bench.sessions import (
@@ -95,13 +95,8 @@ def test_each_turn_waits_for_the_previous_reply_and_sends_it_back(tmp_path):
 
 
 def prefill_ms_by_turn(result) -> pd.Series:
-    """Mean prefill time per turn (1-based) on the mock's engine clock, in simulated ms: vLLM's
-    ``prefill_time`` (first token − scheduled; vLLM 0.32.0 vllm/v1/metrics/stats.py,
-    ``IterationStats.update_from_finished_request``), from each reply's ``timing``.
-    Unlike TTFT it leaves out the wait for a slot, which depends on how the wall-clock arrivals fell."""
-    timing = pd.DataFrame(list(result.requests["server_timing"]), index=result.requests.index)
-    prefill_ms = 1000 * (timing["ttft_s"] - timing["queue_s"])
-    return prefill_ms.groupby(result.requests["turn"] + 1).mean()
+    """Mean prefill time by turn (from 1), engine clock, simulated ms (``engine_prefill_s``)."""
+    return 1000 * engine_prefill_s(result).groupby(result.requests["turn"] + 1).mean()
 
 
 def test_cached_tokens_grow_with_turns_with_prefix_caching_and_are_zero_without():

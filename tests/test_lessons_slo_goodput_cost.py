@@ -27,6 +27,16 @@ def test_the_prose_reads_its_numbers_and_directions():
     assert "所以 TTFT 逐轮上涨" in multiturn_findings(ON, rising, 0.86, pd.Series([1.0, 2.0, 3.0]))
     backwards = OFF.assign(wire_mean_ttft_ms=[1.0, 1.0, 1.0])
     assert "方向反了" in multiturn_findings(ON, backwards, 0.86, pd.Series([1.0, 2.0, 3.0]))
+    assert "prefill_time" not in text  # said only when the prefill ratios are given
+
+
+def test_the_prefill_ratio_is_read_and_its_direction_said():
+    def text(*ratios: float) -> str:
+        return multiturn_findings(ON, OFF, 0.86, pd.Series([1.0, 2.0, 3.0]),
+                                  prefill_ratio=pd.Series(ratios, index=ON.index))
+
+    assert "在第 1 轮是 2.5 倍、第 3 轮是 6.3 倍，差距随历史变长而变大" in text(2.5, 4.0, 6.3)
+    assert "在第 1 轮是 5.0 倍、第 3 轮是 4.5 倍，这一次差距没有随轮次变大" in text(5.0, 4.0, 4.5)
 
 
 def test_reply_blocks_raise_the_hit_rate_by_whole_blocks():

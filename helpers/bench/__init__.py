@@ -8,7 +8,7 @@ the ``BenchResult``), ``loadgen`` (closed loop or request rate on one shared cli
 ``sessions`` (multi-turn chats whose turns send back the server's replies).
 """
 
-from helpers.bench.engine_clock import engine_clock_summary, replay_benchmark, replay_sweep
+from helpers.bench.engine_clock import engine_clock_summary, engine_prefill_s, replay_benchmark, replay_sweep
 from helpers.bench.loadgen import BenchResult, arrival_times_s, arun_benchmark, run_benchmark
 from helpers.bench.prompts import BenchPrompt, make_prompts, prompts_from_log, synthetic_prompts
 from helpers.bench.records import (
@@ -28,6 +28,7 @@ __all__ = [
     "arrival_times_s",
     "arun_benchmark",
     "engine_clock_summary",
+    "engine_prefill_s",
     "asweep",
     "load_jsonl",
     "make_prompts",

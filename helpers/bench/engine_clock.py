@@ -9,7 +9,7 @@ tens of milliseconds more. What the *engine* did is judged on its own clock, two
   with a client that costs nothing. Deterministic: the same arguments give the same figures on any machine.
 - ``engine_clock_summary``: the mock's own ``timing`` field of each request of an HTTP run (simulated seconds,
   from when the request reached the engine); the arrivals are the real ones, so client delays still shape
-  the queue.
+  the queue. ``engine_prefill_s`` leaves the queue out: each request's prefill time alone.
 
 Replies are taken to be exactly ``max_tokens`` long, as the mock makes them with ``ignore_eos``.
 """
@@ -93,3 +93,17 @@ def engine_clock_summary(result: BenchResult | pd.DataFrame) -> dict[str, Any]:
     duration_s = float((timing["arrival_s"] + timing["e2e_s"]).max() - timing["arrival_s"].min())
     summary = summarize(rows, duration_s)
     return {k: v for k, v in summary.items() if "_itl_" not in k}
+
+
+def engine_prefill_s(result: BenchResult | pd.DataFrame) -> pd.Series:
+    """Each successful request's prefill time on the mock's engine clock (simulated s, indexed as the
+    requests): vLLM's ``prefill_time``, first token − scheduled (vLLM 0.32.0 vllm/v1/metrics/stats.py,
+    ``IterationStats.update_from_finished_request``). Unlike TTFT it leaves out the wait to be scheduled,
+    which depends on when the requests arrived (over HTTP, on when a wall-clock client sent them); it still
+    grows when another prefill shares the step."""
+    frame = result.requests if isinstance(result, BenchResult) else result
+    ok = frame[frame["success"] & frame["server_timing"].notna()]
+    if ok.empty:
+        raise ValueError("no successful request carries the mock's timing field: is the server the mock?")
+    timing = pd.DataFrame(list(ok["server_timing"]), index=ok.index)
+    return (timing["ttft_s"] - timing["queue_s"]).rename("prefill_s")

@@ -26,9 +26,12 @@ def generated_block_bonus(on: pd.DataFrame, output_tokens_by_turn: pd.Series,
 
 
 def multiturn_findings(on: pd.DataFrame, off: pd.DataFrame, metrics_hit_rate: float, queue_off_ms: pd.Series,
-                       with_reply_blocks: pd.Series | None = None) -> str:
+                       with_reply_blocks: pd.Series | None = None,
+                       prefill_ratio: pd.Series | None = None) -> str:
     """The §4 paragraph: hit rates by turn, TTFT with caching off (queueing + prefill), the ratio at the
-    last turn, the wire-clock check, and (if given) the hit rate vLLM's caching of reply blocks would add."""
+    last turn, (if given) the same ratio for the prefill alone (off ÷ on per turn, ``engine_prefill_s``:
+    what the notebook asserts on), the wire-clock check, and (if given) the hit rate vLLM's caching of reply
+    blocks would add."""
     last = on.index[-1]
     ratio = off["mean_ttft_ms"] / on["mean_ttft_ms"]
     top = off["mean_ttft_ms"].idxmax()
@@ -49,6 +52,16 @@ def multiturn_findings(on: pd.DataFrame, off: pd.DataFrame, metrics_hit_rate: fl
         + ("，所以 TTFT 逐轮上涨。" if rising else
            "，后面的轮次里早开始的会话已经结束、同时争抢的请求变少，所以 TTFT 不是逐轮上涨。"),
         f"开缓存时第 {last} 轮只要 {on['mean_ttft_ms'].iloc[-1]:.0f} ms（{ratio.iloc[-1]:.1f} 倍之差）。",
+    ]
+    if prefill_ratio is not None:
+        first_r, last_r = prefill_ratio.iloc[0], prefill_ratio.iloc[-1]
+        parts.append(
+            "只看 prefill（vLLM 的 `prefill_time`：排上之后到第一个 token），关缓存与开缓存之比"
+            f"在第 1 轮是 {first_r:.1f} 倍、第 {last} 轮是 {last_r:.1f} 倍"
+            + ("，差距随历史变长而变大。" if last_r > first_r else "，这一次差距没有随轮次变大。")
+            + "排队取决于各会话何时到达（经 HTTP 时还取决于客户端何时发出，机器忙时会变），"
+            "prefill 只取决于这一步要算多少 token，所以断言看 prefill。")
+    parts += [
         f"墙钟上测到的 TTFT（`wire_mean_ttft_ms`）是 {wire_on:.1f} ms vs {wire_off:.1f} ms，"
         f"{'方向相同' if wire_on < wire_off else '方向反了'}，"
         "但带着客户端和传输的开销（第 06 课），所以断言只看引擎的时钟。",
