@@ -108,8 +108,8 @@ def _stream_requests(base_url: str, count: int, max_tokens: int) -> list[int]:
 
 
 def test_poller_follows_a_run_on_the_mock_in_simulated_seconds() -> None:
-    # time scale 0.25: the run lasts about 0.6 s of wall time, long enough for several scrapes and for the four
-    # requests to overlap on a busy machine (at 0.05 it lasted 0.12 s, and a slow scrape could miss it)
+    # time scale 0.25: the run lasts about 0.6 s of wall time, long enough for several scrapes and for the
+    # four requests to overlap on a busy machine (at 0.05 it lasted 0.12 s, and a slow scrape could miss it)
     with start_mock_server("data/vllm/config_b.yaml", "a100-80gb", time_scale=0.25) as server:
         with MetricsPoller(server.base_url, interval_s=0.01) as poller:
             tokens = _stream_requests(server.base_url, 4, 120)

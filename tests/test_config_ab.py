@@ -11,9 +11,9 @@ from helpers.engine.config import EngineConfig
 from helpers.lessons.config_ab import (
     ab_source_row,
     article_sweep,
-    at_concurrency,
     article_table,
     as_article_table,
+    at_concurrency,
     compare_with_article,
     feature_ladder,
     what_carries_over,
@@ -91,7 +91,8 @@ def test_a_source_row_at_16_is_the_articles_own_ratios() -> None:
 
 def _sources(*pairs: tuple[float, float, float, float]) -> pd.DataFrame:
     rows = {f"s{i}": ab_source_row({"output_throughput": ta, "p99_ttft_ms": pa},
-                                   {"output_throughput": tb, "p99_ttft_ms": pb}, model="m", hardware="h", clock="c")
+                                   {"output_throughput": tb, "p99_ttft_ms": pb},
+                                   model="m", hardware="h", clock="c")
             for i, (ta, tb, pa, pb) in enumerate(pairs)}
     return pd.DataFrame(rows).T
 

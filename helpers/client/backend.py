@@ -317,9 +317,9 @@ def what_if_target(config: Any, gpu: str = ROOM_GPU, *, time_scale: float = ROOM
                    model: str = "local-13b", served_model_names: Sequence[str] | None = None,
                    name: str | None = None) -> Target | None:
     """A private server for a what-if on another engine configuration (a mock of it, or with the local real
-    vLLM a vLLM of it; a mock when it asks for ``served_model_names``, which the tiny model cannot be), or None
-    where the notebook measures a shared server (the room, TaoToken): the what-if then runs on the engine's
-    clock only."""
+    vLLM a vLLM of it; a mock when it asks for ``served_model_names``, which the tiny model cannot be), or
+    None where the notebook measures a shared server (the room, TaoToken): the what-if then runs on the
+    engine's clock only."""
     if backend_kind() not in ("own-mock", "vllm-local"):
         return None
     return measuring_target(config, gpu, time_scale=time_scale, model=model,
