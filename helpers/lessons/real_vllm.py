@@ -84,12 +84,13 @@ def measure_ab(servers: Mapping[str, VllmServer], seed: int = 12, **workload: An
     return pd.DataFrame(rows).T
 
 
-def measure_tiny_ab(name: str, seed: int = 12, **workload: Any) -> pd.DataFrame:
-    """``measure_ab`` on configs A and B for the tiny model, one server at a time (each stopped when its run
-    ends, also on an error); the servers are called ``<name>-A`` and ``<name>-B``."""
+def measure_tiny_ab(name: str, configs: str = "AB", seed: int = 12, **workload: Any) -> pd.DataFrame:
+    """``measure_ab`` on the tiny model's ``configs`` ("A", "B" or both), one server at a time (each stopped
+    when its run ends, also on an error); the servers are called ``<name>-A`` and ``<name>-B``."""
+    options = {"A": config_a, "B": config_b}
     rows = []
-    for config, options in {"A": config_a(), "B": config_b()}.items():
-        server = start_vllm(options, name=f"{name}-{config}")
+    for config in configs:
+        server = start_vllm(options[config](), name=f"{name}-{config}")
         try:
             rows.append(measure_ab({config: server}, seed=seed, **workload))
         finally:
