@@ -20,6 +20,10 @@ refused with 429 (the fair share: 4 running + 4 waiting per key); every learner 
 (output tokens per second of the learner's own busy time, against the median learner's).
 
     flock /tmp/heavy.lock .venv/bin/python benchmarks/classroom_load.py [--learners 60]
+
+``--url`` and ``--keys-file`` send the same load to a room's server that is already running (started with
+the guide's command, e.g. to watch its dashboard while a room's worth of learners work): the first
+``--learners`` keys of its keys file, by label, are used, and the server is left running.
 """
 from __future__ import annotations
 
@@ -240,20 +244,41 @@ def report(learners: list[Learner], wall_s: float, budget_s: float) -> bool:
     return all(targets.values())
 
 
+def _keys_of(keys_file: Path, learners: int) -> list[str]:
+    """The first ``learners`` keys of a room's keys file, in the order of their labels."""
+    by_label = {label: key for key, label in load_or_create_keys(keys_file, learners)[0].items()}
+    if len(by_label) < learners:
+        raise SystemExit(f"{keys_file} holds {len(by_label)} keys, fewer than --learners {learners}")
+    return [by_label[label] for label in sorted(by_label)[:learners]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learners", type=int, default=60)
     parser.add_argument("--think", type=float, default=10.0, help="mean think time between cells, s")
     parser.add_argument("--stagger", type=float, default=30.0, help="learners start within this many s")
     parser.add_argument("--budget", type=float, default=15 * 60, help="the guide's time for the pattern, s")
+    parser.add_argument("--url", help="a room's server already running (e.g. http://127.0.0.1:8000/v1); "
+                                      "default: start one as the guide does")
+    parser.add_argument("--keys-file", type=Path, help="with --url: that server's keys file")
     args = parser.parse_args()
+    if (args.url is None) != (args.keys_file is None):
+        parser.error("--url and --keys-file go together")
     warnings.simplefilter("ignore", FewSamplesWarning)  # 16-32 requests per run, as in the notebooks
+    if args.url is not None:
+        if not args.keys_file.exists():
+            parser.error(f"{args.keys_file} does not exist (the file the server's --keys-file names)")
+        keys = _keys_of(args.keys_file, args.learners)
+        print(f"room's server at {args.url} (left running); {len(keys)} learners; think {args.think:g} s, "
+              f"stagger {args.stagger:g} s")
+        learners, wall_s = asyncio.run(_room(args.url, keys, args.stagger, args.think))
+        raise SystemExit(0 if report(learners, wall_s, args.budget) else 1)
     with tempfile.TemporaryDirectory() as folder:
         keys_file = Path(folder) / "keys.txt"
         server = spawn_mock_server(ROOM_CONFIG, ROOM_GPU, extra_args=[
             *ROOM_SERVE_ARGS, "--classroom", str(args.learners), "--keys-file", str(keys_file)])
         try:
-            keys = list(load_or_create_keys(keys_file, args.learners)[0])
+            keys = _keys_of(keys_file, args.learners)
             print(f"room's server: config B on {ROOM_GPU}, time scale {ROOM_TIME_SCALE:g}; think "
                   f"{args.think:g} s, stagger {args.stagger:g} s")
             learners, wall_s = asyncio.run(_room(server.base_url, keys, args.stagger, args.think))
