@@ -23,7 +23,9 @@ from helpers.bench import (
     synthetic_prompts,
     to_simulated,
 )
+from helpers.bench.harness import RunOptions
 from helpers.bench.records import RequestResult
+from helpers.bench.sessions import run_sessions
 from helpers.server.faults import FaultInjector
 from helpers.server.launcher import start_mock_server
 
@@ -253,3 +255,15 @@ def test_to_simulated_converts_latencies_and_throughputs():
     summary = {"duration": 2.0, "mean_ttft_ms": 10.0, "output_throughput": 100.0, "completed": 5}
     simulated = to_simulated(summary, 0.1)
     assert simulated == {"duration": 20.0, "mean_ttft_ms": 100.0, "output_throughput": 10.0, "completed": 5}
+
+
+def test_run_options_are_keywords_or_one_object_and_an_unknown_one_is_refused_before_any_request():
+    prompts = synthetic_prompts(2, 16, 2, seed=1)
+    with pytest.raises(TypeError, match="concurency"):
+        run_benchmark(prompts, concurency=2, base_url="http://127.0.0.1:9/v1", model=MODEL)
+    with pytest.raises(TypeError, match="labls"):
+        run_sessions([], labls={})
+    options = RunOptions(model=MODEL, timeout_s=5.0)
+    assert RunOptions.of(options, {"deadline_s": 2.0}) == RunOptions(model=MODEL, timeout_s=5.0,
+                                                                     deadline_s=2.0)
+    assert RunOptions.of(None, {}) == RunOptions()

@@ -51,7 +51,7 @@ def run_sessions_command(args: argparse.Namespace, options: RunOptions, time_sca
     from helpers.client.settings import redact_url
 
     out = Path(args.result_json)
-    requests_path = out.with_suffix(".requests.jsonl")  # options.save_jsonl
+    requests_path = out.with_suffix(".requests.jsonl")  # where cli.bench points options.save_jsonl
     seed = args.seed if args.seed is not None else new_seed()
     try:
         scripts = chat_scripts(args.sessions, args.turns, system_len=args.shared_prefix,
