@@ -68,6 +68,9 @@ def write_windows(metrics: RequestMetrics, served: Served) -> list[tuple[float, 
     hold ``[DONE]`` and the end of the body too), STAMP_TOL_S either side."""
     stamps = [event.t_s for event in metrics.trace]
     t0 = metrics.sent_monotonic_s
+    deadline = time.perf_counter() + 5  # the client can finish reading before the server's thread has noted
+    while served.ended_at is None and time.perf_counter() < deadline:  # its last writes (a busy machine)
+        time.sleep(0.001)
     windows = []
     for i, stamp in enumerate(stamps):
         last = max(k for k, other in enumerate(stamps) if other == stamp)
