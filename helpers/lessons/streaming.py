@@ -7,7 +7,7 @@ its TTFT says nothing about prefill (the pitfall of vllm#52884, and of "run the 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,6 +83,24 @@ def measurement_overhead(runs: Sequence[RequestMetrics]) -> dict[str, float] | N
             "time_scale": float(runs[0].server_timing["time_scale"])}
 
 
+def peak_in_flight(run: RequestMetrics) -> int | None:
+    """The most requests the mock had in flight at once during ``run``, itself included (None from other
+    servers): 1 means the engine served it alone, so its engine-clock times depend on it alone."""
+    return (run.server_timing or {}).get("peak_in_flight")
+
+
+def shared_engine_note(peaks: Iterable[int | None]) -> str | None:
+    """``None`` when every request had the mock's engine to itself (``peak_in_flight`` 1, or unknown);
+    otherwise one line for the notebook: other people's requests shared the engine (a classroom), so its
+    clock too depends on the batch, and the cell shows its numbers without judging them."""
+    crowded = [peak for peak in peaks if peak is not None and peak > 1]
+    if not crowded:
+        return None
+    return (f"（{len(crowded)} 个请求和别人的请求同在一个引擎里，最多 {max(crowded)} 个同时在途："
+            "引擎时钟上的时间也随 batch 的大小变化（notebook 05），本单元只显示引擎的数字、"
+            "不作判断；教室安静下来时重跑本单元，就能看到一个请求独占引擎时的样子。）")
+
+
 def _engine_decode_tps(run: RequestMetrics) -> float | None:
     tpot_s = (run.server_timing or {}).get("tpot_s")
     return 1 / tpot_s if tpot_s else None
@@ -101,7 +119,7 @@ def ttft_vs_prompt_length(
 
     Interleaving spreads any slow moment of the machine over all lengths instead of one.
     Columns: ``target_tokens``, ``prompt_tokens`` (server's usage), ``ttft_ms``, ``engine_prefill_ms`` (the
-    mock's own clock, None elsewhere), ``repeat``.
+    mock's own clock, None elsewhere), ``peak_in_flight`` (see ``peak_in_flight``), ``repeat``.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -112,7 +130,7 @@ def ttft_vs_prompt_length(
             run = stream_once(client, model, messages, max_tokens, **extra)
             rows.append({"target_tokens": target, "prompt_tokens": run.prompt_tokens,
                          "ttft_ms": run.ttft_s * 1000, "engine_prefill_ms": engine_prefill_ms(run),
-                         "repeat": repeat})
+                         "peak_in_flight": peak_in_flight(run), "repeat": repeat})
     return pd.DataFrame(rows)
 
 
@@ -134,8 +152,8 @@ def tps_vs_max_tokens(
 
     ``e2e_tps`` = output tokens / E2E (TTFT included, so short outputs look slow); ``decode_tps`` = 1 / TPOT
     (the decode rate, independent of the output length); ``engine_decode_tps`` the same on the mock's own
-    clock (None elsewhere). Pass ``extra_body={"ignore_eos": True}`` (vLLM and
-    the mock) to make every reply exactly ``max_tokens`` long.
+    clock (None elsewhere; independent of the output length only when ``peak_in_flight`` is 1). Pass
+    ``extra_body={"ignore_eos": True}`` (vLLM and the mock) to make every reply exactly ``max_tokens`` long.
     """
     rows = []
     for limit in max_tokens:
@@ -149,6 +167,7 @@ def tps_vs_max_tokens(
             "e2e_tps": run.completion_tokens / run.e2e_s,
             "decode_tps": None if not run.tpot_s else 1 / run.tpot_s,
             "engine_decode_tps": _engine_decode_tps(run),
+            "peak_in_flight": peak_in_flight(run),
             "finish_reason": run.finish_reason,
         })
     return pd.DataFrame(rows)

@@ -5,7 +5,9 @@ decoding all the tokens the step accepted, their text concatenated in one ``delt
 streams them; a step that ends the reasoning gives a reasoning chunk and an answer chunk).
 
 Notebook 04 (流式输出与 TTFT) reads the ``timing`` field this adds: the simulated figures of the request in
-GPU seconds (``ttft_s``, ``tpot_s``, ``e2e_s``, ``queue_s``, preemptions, cached prompt tokens) and the
+GPU seconds (``ttft_s``, ``tpot_s``, ``e2e_s``, ``queue_s``, preemptions, cached prompt tokens), how many
+requests shared the engine with it (``peak_in_flight``: the most in flight at once during its life, itself
+included; 1 means it had the engine to itself, so its engine times depend on it alone) and the
 server's own wall-clock view (``server_ttft_s``, ``server_e2e_s``: request received → first / last content
 token handed to the socket). Measured wall time ≈ simulated × ``time_scale``. The streamed text, the token
 count the engine generates and ``usage`` all come from one ``Reply``, so they always agree.
@@ -121,6 +123,7 @@ def timing(
         "e2e_s": record.e2el_s,
         "num_preemptions": record.num_preemptions,
         "cached_prompt_tokens": record.num_cached_prompt_tokens,
+        "peak_in_flight": stream.peak_in_flight,
         "server_ttft_s": None if first_wall_s is None else first_wall_s - job.received_wall_s,
         "server_e2e_s": last_wall_s - job.received_wall_s,
         # Absolute CLOCK_MONOTONIC stamps (time.perf_counter() on Linux, shared by every process of the

@@ -50,6 +50,7 @@ class Stream:
     num_received: int = 0
     finished: bool = False
     submitter: str | None = None  # SUBMITTER at submit time
+    peak_in_flight: int = 1  # the most requests in this engine at once in this one's life, itself included
 
 
 class TimingObserver:
@@ -123,6 +124,10 @@ class EngineDriver:
             return stream
         self._pending.append(stream)
         self._streams[request_id] = stream
+        in_flight = len(self._streams)
+        if in_flight > 1:  # everyone in flight now shares the engine with this many
+            for other in self._streams.values():
+                other.peak_in_flight = max(other.peak_in_flight, in_flight)
         self._wake.set()
         return stream
 
