@@ -49,11 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[index] if index is not None else ""
     parser, sub_parsers = _parsers(command if command in COMMANDS else "")
     check_flags(parser, argv[:index])
-    if command not in COMMANDS:
+    if index is None or command not in COMMANDS:
         if command:
             parser.error(f"unknown command {command!r}{did_you_mean(command, COMMANDS)} "
                          f"(choose from {', '.join(COMMANDS)})")
         parser.parse_args(argv)  # --help, or the "COMMAND is required" error: both exit
+        parser.error("a command is required")  # not reached (parse_args has exited); tells mypy so
     check_flags(sub_parsers[command], argv[index + 1:])
     args, extra = parser.parse_known_args(argv)
     if extra:

@@ -87,3 +87,5 @@ def test_measurement_overhead_compares_the_wire_with_the_engine_and_is_none_else
     assert all(0 < engine_prefill_ms(run) <= run.server_timing["ttft_s"] * 1000 for run in runs)
     elsewhere = [dataclasses.replace(run, server_timing=None) for run in runs]
     assert measurement_overhead(elsewhere) is None and engine_prefill_ms(elsewhere[0]) is None
+    first_without_timing = [elsewhere[0], *runs[1:]]  # its time_scale was read from the first run, None here
+    assert measurement_overhead(first_without_timing)["time_scale"] == overhead["time_scale"]

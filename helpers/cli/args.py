@@ -9,9 +9,12 @@ import argparse
 import difflib
 import sys
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 EXIT_USAGE = 2
 MAX_PORT = 65535
+
+Number = TypeVar("Number", int, float)
 
 
 def fail(message: str) -> int:
@@ -34,11 +37,11 @@ def port(text: str) -> int:
     return value
 
 
-def at_least(kind: type[int] | type[float], low: float, *, strict: bool = False) -> Callable[[str], float]:
+def at_least(kind: type[Number], low: float, *, strict: bool = False) -> Callable[[str], Number]:
     """An argparse type: a number of ``kind`` that is >= ``low`` (> ``low`` when ``strict``)."""
     sign = ">" if strict else ">="
 
-    def parse(text: str) -> float:
+    def parse(text: str) -> Number:
         value = _number(kind, text)
         if value <= low if strict else value < low:
             raise argparse.ArgumentTypeError(f"must be {sign} {low:g}, got {text}")
@@ -56,7 +59,7 @@ def fraction(text: str) -> float:
     return value
 
 
-def _number(kind: type[int] | type[float], text: str) -> int | float:
+def _number(kind: type[Number], text: str) -> Number:
     try:
         return kind(text)
     except ValueError:

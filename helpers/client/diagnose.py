@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TypeGuard
 from urllib.parse import urlsplit
 
 import openai
@@ -53,11 +53,13 @@ def mask_secrets(text: str, settings: Settings | None = None) -> str:
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then its cause (or context), and so on; each exception once."""
     seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error
-        error = error.__cause__ or error.__context__
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 def _named(error: BaseException, *names: str) -> bool:
@@ -69,7 +71,7 @@ def _request_url(error: BaseException) -> str | None:
     return str(request.url) if request is not None else None
 
 
-def _requested_model(error: BaseException) -> str | None:
+def _requested_model(error: openai.APIStatusError) -> str | None:
     """The ``model`` field of the failed request's JSON body, if it can be read."""
     try:
         return json.loads(error.request.content)["model"]
@@ -159,7 +161,7 @@ def _diagnose_exception(error: BaseException, settings: Settings | None) -> Diag
     return advice.unknown(type(error).__name__)
 
 
-def _error_body(error: Any) -> Diagnosis:
+def _error_body(error: object) -> Diagnosis:
     text = json.dumps(error, ensure_ascii=False) if not isinstance(error, str) else error
     if _MODEL_MISSING.search(text):
         return advice.model_not_found(None)
@@ -170,7 +172,7 @@ def _error_body(error: Any) -> Diagnosis:
     return advice.error_body()
 
 
-def _diagnose_reply(reply: Any) -> Diagnosis:
+def _diagnose_reply(reply: object) -> Diagnosis:
     if isinstance(reply, RequestMetrics):
         finish_reason = reply.finish_reason
     else:
@@ -190,11 +192,11 @@ def _diagnose_reply(reply: Any) -> Diagnosis:
     return advice.ok(finish_reason)
 
 
-def _is_error_dict(reply: Any) -> bool:
+def _is_error_dict(reply: object) -> TypeGuard[dict[str, object]]:
     return isinstance(reply, dict) and "error" in reply
 
 
-def diagnose(error_or_response: Any, settings: Settings | None = None) -> Diagnosis:
+def diagnose(error_or_response: object, settings: Settings | None = None) -> Diagnosis:
     """Explain an exception from a request, a reply (``ChatCompletion``, dict) or a ``RequestMetrics``.
 
     ``settings`` (optional) adds context: the configured model and key (the key is only checked, never shown).

@@ -122,23 +122,23 @@ def plan_for(config: EngineConfig, gpu: GPUSpec | str) -> CapacityPlan:
 
 
 def fit_warnings(config: EngineConfig, plan: CapacityPlan) -> list[str]:
-    """Why this config cannot work, or cannot work at full load, on ``plan.gpu`` (in Chinese)."""
-    config = config.for_gpu(plan.gpu, plan.max_model_len)
+    """Why this config cannot work, or cannot work at full load, on ``plan.gpu`` (in Chinese), with the
+    batch limits the plan was made with (``plan_for``: the config's, or vLLM's defaults for the GPU)."""
     where = f"{plan.model.name} 在 {plan.gpu.name} 上"
     if not plan.fits:
         return [f"{where}无法启动：{plan.reason}。"]
     found = []
-    wanted = config.max_num_seqs * plan.tokens_per_request
+    wanted = plan.max_num_seqs * plan.tokens_per_request
     if wanted > plan.kv_cache_tokens:
         found.append(
-            f"max_num_seqs {config.max_num_seqs} × max_model_len {plan.max_model_len} = "
+            f"max_num_seqs {plan.max_num_seqs} × max_model_len {plan.max_model_len} = "
             f"{wanted:,.0f} tokens，"
             f"超过 KV cache 的 {plan.kv_cache_tokens:,} tokens：请求都很长时最多只能同时跑 "
             f"{plan.max_concurrency:.1f} 条，其余会排队或被抢占（preemption）。"
         )
-    if not config.enable_chunked_prefill and config.max_num_batched_tokens < plan.max_model_len:
+    if not config.enable_chunked_prefill and plan.max_num_batched_tokens < plan.max_model_len:
         found.append(
-            f"关闭 chunked prefill 时 max_num_batched_tokens ({config.max_num_batched_tokens}) 小于 "
+            f"关闭 chunked prefill 时 max_num_batched_tokens ({plan.max_num_batched_tokens}) 小于 "
             f"max_model_len ({plan.max_model_len})：vLLM 会拒绝启动。"
         )
     return found

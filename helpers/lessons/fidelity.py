@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsFloat, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -99,8 +100,9 @@ def caveats(row: pd.Series) -> str:
     return "; ".join(notes)
 
 
-def _optional(value: object) -> float | None:
-    return None if pd.isna(value) else float(value)
+def _optional(value: SupportsFloat | str | None) -> float | None:
+    """A table cell as a number; an empty one (NaN, None) as None."""
+    return None if value is None or pd.isna(value) else float(value)
 
 
 # vLLM's ShareGPT sampling keeps a conversation if prompt and output have >= 4 tokens, the prompt <= 1024
@@ -133,23 +135,33 @@ def sharegpt_like_lengths(n: int, mean_input: float, mean_output: float, *,
     return ins, outs
 
 
+class _Knobs(TypedDict):
+    """The efficiency keywords ``simulate`` and ``simulate_requests`` take (the first four: the engine's)."""
+
+    mfu: float
+    mbu: float
+    overhead_s: float
+    allreduce_latency_s: float
+    api_server_s_per_request: float
+
+
 def simulate_setup(row: pd.Series, efficiency: Efficiency = Efficiency()) -> dict[str, float]:
     """vLLM's result keys (``METRICS``) for one setup on the simulator's virtual clock."""
-    concurrency = _optional(row["max_concurrency"])
-    concurrency = None if concurrency is None else int(concurrency)
-    knobs = dict(mfu=efficiency.mfu, mbu=efficiency.mbu, overhead_s=efficiency.overhead_s,
-                 allreduce_latency_s=efficiency.allreduce_latency_s,
-                 api_server_s_per_request=efficiency.api_server_s_per_request
-                 if row["benchmark"] == "serve" else 0.0)
+    max_concurrency = _optional(row["max_concurrency"])
+    concurrency = None if max_concurrency is None else int(max_concurrency)
+    knobs = _Knobs(mfu=efficiency.mfu, mbu=efficiency.mbu, overhead_s=efficiency.overhead_s,
+                   allreduce_latency_s=efficiency.allreduce_latency_s,
+                   api_server_s_per_request=efficiency.api_server_s_per_request
+                   if row["benchmark"] == "serve" else 0.0)
     n = int(row["num_prompts"])
     if row["dataset"] == "sharegpt":
         ins, outs = sharegpt_like_lengths(n, float(row["input_len"]), float(row["output_len"]))
         rng = np.random.default_rng([n, 12])
-        prompts = [rng.integers(0, 32000, int(k)) for k in ins]
+        prompts = [rng.integers(0, 32000, int(k)).tolist() for k in ins]
         rate = _optional(row["request_rate"])  # Poisson sends, as simulate() makes them; else all at once
-        send_at_s = None if rate is None else np.cumsum(rng.exponential(1.0 / rate, n))
-        result = simulate_requests(engine_config(row), row["gpu"], prompts, outs, concurrency=concurrency,
-                                   send_at_s=send_at_s, **knobs)
+        send_at_s = None if rate is None else np.cumsum(rng.exponential(1.0 / rate, n)).tolist()
+        result = simulate_requests(engine_config(row), row["gpu"], prompts, outs.tolist(),
+                                   concurrency=concurrency, send_at_s=send_at_s, **knobs)
     else:
         result = simulate(engine_config(row), row["gpu"], num_prompts=n, input_len=int(row["input_len"]),
                           output_len=int(row["output_len"]), concurrency=concurrency,
@@ -157,7 +169,10 @@ def simulate_setup(row: pd.Series, efficiency: Efficiency = Efficiency()) -> dic
     return {m: float(result.summary[m]) for m in METRICS}
 
 
-def _knobs_that_matter(row: pd.Series, efficiency: Efficiency) -> tuple:
+_SimCache = dict[tuple[object, ...], dict[str, float]]  # _knobs_that_matter -> simulate_setup's result
+
+
+def _knobs_that_matter(row: pd.Series, efficiency: Efficiency) -> tuple[object, ...]:
     """The efficiency fields that change this setup's simulation (a cache key for calibration)."""
     return (row["setup"], efficiency.mfu, efficiency.mbu, efficiency.overhead_s,
             efficiency.allreduce_latency_s if int(row["tensor_parallel_size"]) > 1 else None,
@@ -179,13 +194,13 @@ def _efficiency_for(efficiency: Efficiency | Mapping[str, Efficiency], gpu: str)
 
 def compare_with_published(published: pd.DataFrame | None = None,
                            efficiency: Efficiency | Mapping[str, Efficiency] = Efficiency(),
-                           _cache: dict | None = None) -> pd.DataFrame:
+                           _cache: _SimCache | None = None) -> pd.DataFrame:
     """One row per published number: ``published``, ``simulated``, ``error`` (sim / published − 1),
     ``split`` (``fidelity_split`` of the table given: pass the whole file for the course's halves) and
     ``caveat``; one simulation per setup. ``efficiency`` may map GPU names to their own efficiencies
     (``per_gpu_efficiency``; a GPU it does not name gets the default MFU and MBU)."""
     table = load_published() if published is None else published
-    cache = {} if _cache is None else _cache
+    cache: _SimCache = {} if _cache is None else _cache
     sims = {}
     for setup, rows in table.groupby("setup", sort=False):
         first = rows.iloc[0]
@@ -237,7 +252,7 @@ def calibrate_efficiency(rows: pd.DataFrame, *, mfu: Iterable[float] = (0.3, 0.4
     on ``rows`` (pass ``fit_rows(published)``). Returns the best ``Efficiency`` and the grid: one row per
     point with ``fit_loss`` and, per GPU, ``sse:<gpu>``, the sum of squared log errors over that GPU's rows
     (for ``per_gpu_efficiency``). A setup is simulated once per combination of the knobs that affect it."""
-    cache: dict = {}
+    cache: _SimCache = {}
     points = []
     for f, b, o, a, api in itertools.product(mfu, mbu, overhead_s, allreduce_latency_s,
                                              api_server_s_per_request):

@@ -45,8 +45,13 @@ def tiny_spec() -> ModelSpec:
 
 
 def kv_check(server: VllmServer, kv_cache_gib: float, block_size: int) -> dict[str, Any]:
-    """vLLM's logged KV numbers beside the course's: the pool in blocks of ``block_size`` tokens."""
+    """vLLM's logged KV numbers beside the course's: the pool in blocks of ``block_size`` tokens.
+
+    A log without vLLM's "KV cache size" line (not printed yet, or worded otherwise) is a ``ValueError``."""
     log = server.startup()
+    if log.kv_cache_tokens is None or log.max_model_len is None:
+        raise ValueError(f"{server.log_path} 里没有 vLLM 的 “KV cache size: ... tokens, Maximum concurrency "
+                         "for ... tokens per request” 这一行（还没打印，或者格式变了），无法对比 KV 数字")
     per_token = kv_bytes_per_token(tiny_spec(), "bf16" if log.dtype == "bfloat16" else "fp16")
     blocks = int(kv_cache_gib * 2**30) // (block_size * per_token)
     return {"KV 字节/token（课程公式）": per_token, "KV 池（GiB）": kv_cache_gib, "块大小": block_size,

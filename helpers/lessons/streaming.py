@@ -72,15 +72,17 @@ def engine_prefill_ms(run: RequestMetrics) -> float | None:
 def measurement_overhead(runs: Sequence[RequestMetrics]) -> dict[str, float] | None:
     """How much of the measured TTFT the client and the transport added, from requests to the mock (None
     elsewhere): median ``overhead_ms`` (measured TTFT − the engine's TTFT × time_scale, wall ms), its
-    ``share`` of the measured TTFT, and the mock's ``time_scale``."""
-    pairs = [(run.ttft_s * 1000, run.server_timing["ttft_s"] * 1000 * run.server_timing["time_scale"])
-             for run in runs if run.server_timing and run.server_timing.get("ttft_s") is not None]
-    if not pairs:
+    ``share`` of the measured TTFT, and the mock's ``time_scale``. Runs without the mock's timing are left
+    out."""
+    timed = [(run.ttft_s, run.server_timing) for run in runs
+             if run.server_timing and run.server_timing.get("ttft_s") is not None]
+    if not timed:
         return None
+    pairs = [(ttft_s * 1000, timing["ttft_s"] * 1000 * timing["time_scale"]) for ttft_s, timing in timed]
     measured, engine = np.array(pairs).T
     return {"overhead_ms": float(np.median(measured - engine)),
             "share": float(np.median((measured - engine) / measured)),
-            "time_scale": float(runs[0].server_timing["time_scale"])}
+            "time_scale": float(timed[0][1]["time_scale"])}
 
 
 def peak_in_flight(run: RequestMetrics) -> int | None:

@@ -14,12 +14,11 @@ import json
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from helpers.models.hf_config import attention_kind, parse_hf_config
+from helpers.models.hf_config import AttentionKind, attention_kind, parse_hf_config
 from helpers.models.params import GatedDeltaNet, ParamLayout, count_params
 
-AttentionKind = Literal["MHA", "GQA", "MQA", "MLA"]
 ATTENTION_KINDS: tuple[str, ...] = ("MHA", "GQA", "MQA", "MLA")
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 MODELS_DIR = DATA_DIR / "models"

@@ -13,7 +13,7 @@ transformers (or vLLM, for a missing context length) applies, and each is record
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 _NAMES = {
     "num_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
@@ -71,9 +71,10 @@ _FALCON_CONTEXT = 2048
 _VLLM_DEFAULT_CONTEXT = 2048
 # Gemma3TextConfig's default: five local layers, then one global (layer i local unless (i+1) % 6 == 0).
 _GEMMA3_PATTERN = 6
+AttentionKind = Literal["MHA", "GQA", "MQA", "MLA"]  # helpers.models re-exports it
 
 
-def attention_kind(num_attention_heads: int, num_kv_heads: int, kv_lora_rank: int = 0) -> str:
+def attention_kind(num_attention_heads: int, num_kv_heads: int, kv_lora_rank: int = 0) -> AttentionKind:
     """MLA if a latent rank is set; MQA for 1 KV head; GQA for fewer KV heads than heads; else MHA."""
     if kv_lora_rank:
         return "MLA"

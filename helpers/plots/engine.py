@@ -87,8 +87,8 @@ def plot_block_table(snapshot: BlockSnapshot, *, num_shown: int | None = None, p
             owner_of.setdefault(b, rid)
     for block in range(shown):
         x, y = block % per_row, block // per_row
-        rid = owner_of.get(block)
-        color = colors[rid] if rid else ("#bdbdbd" if block in cached else "white")
+        owner = owner_of.get(block)
+        color = colors[owner] if owner is not None else ("#bdbdbd" if block in cached else "white")
         right.add_patch(plt.Rectangle((x, y), 0.95, 0.9, facecolor=color, ec="black", lw=0.5,
                                       hatch="///" if block in shared else ""))
         right.text(x + 0.47, y + 0.45, str(block), ha="center", va="center", fontsize=7,

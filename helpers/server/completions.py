@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from helpers.server.driver import FINISHED, EngineDriver, Stream
@@ -149,7 +149,7 @@ def _failed(item: object) -> OpenAIError:
     )
 
 
-async def stream_events(job: Job, driver: EngineDriver) -> AsyncIterator[bytes | None]:
+async def stream_events(job: Job, driver: EngineDriver) -> AsyncGenerator[bytes | None, None]:
     """SSE bytes of a streamed response. Yields ``None`` to ask the server to drop the connection."""
     enc = ChunkEncoder(response_id=job.response_id, model=job.model, created=job.created, chat=job.chat)
     if job.chat:

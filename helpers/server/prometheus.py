@@ -9,11 +9,12 @@ Every series carries the ``model_name`` label, as in vLLM.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from helpers.engine.engine import EngineStats
 from helpers.server.driver import EngineDriver, Stream, TimingObserver
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -31,6 +32,9 @@ E2E_BUCKETS_S = (
     960.0, 1920.0, 7680.0,
 )
 _LABEL = ["model_name"]
+# metric name -> (help text, how to read its value from a driver and its engine's stats snapshot)
+_Gauges = dict[str, tuple[str, Callable[[EngineDriver, EngineStats], float]]]
+_Counters = dict[str, tuple[str, Callable[[EngineStats], float]]]
 
 
 class ServerMetrics:
@@ -81,7 +85,7 @@ class _EngineCollector:
         self._drivers = drivers
 
     def collect(self) -> Iterator[Metric]:
-        gauges = {
+        gauges: _Gauges = {
             "vllm:num_requests_running": ("Requests in the running batch.", lambda d, s: s.num_running),
             "vllm:num_requests_waiting": (
                 "Requests waiting to be scheduled.",
@@ -98,7 +102,7 @@ class _EngineCollector:
             ),
             "mock_time_scale": ("Wall seconds per simulated second.", lambda d, s: d.time_scale),
         }
-        counters = {
+        counters: _Counters = {
             "vllm:prefix_cache_queries": (
                 "Prompt tokens looked up in the prefix cache.",
                 lambda s: s.prefix_cache_queries,
@@ -115,21 +119,21 @@ class _EngineCollector:
             "vllm:generation_tokens": ("Generation tokens produced.", lambda s: s.generation_tokens),
         }
         # only for engines that speculate, as vLLM registers them (vllm/v1/spec_decode/metrics.py, 0.32.0)
-        spec_counters = {
+        spec_counters: _Counters = {
             "vllm:spec_decode_num_drafts": ("Verify steps with drafts.", lambda s: s.spec_num_drafts),
             "vllm:spec_decode_num_draft_tokens": ("Draft tokens.", lambda s: s.spec_num_draft_tokens),
             "vllm:spec_decode_num_accepted_tokens": ("Accepted.", lambda s: s.spec_num_accepted_tokens),
         }
         snapshot = {name: (driver, driver.engine.stats()) for name, driver in self._drivers.items()}
         for metric, (doc, read) in gauges.items():
-            family = GaugeMetricFamily(metric, doc, labels=_LABEL)
+            gauge = GaugeMetricFamily(metric, doc, labels=_LABEL)
             for name, (driver, stats) in snapshot.items():
-                family.add_metric([name], float(read(driver, stats)))
-            yield family
+                gauge.add_metric([name], float(read(driver, stats)))
+            yield gauge
         speculating = {n: v for n, v in snapshot.items() if v[0].engine.config.speculative_config}
         for table, engines in ((counters, snapshot), (spec_counters, speculating)):
-            for metric, (doc, read) in table.items() if engines else ():
-                family = CounterMetricFamily(metric, doc, labels=_LABEL)
+            for metric, (doc, count) in table.items() if engines else ():
+                counter = CounterMetricFamily(metric, doc, labels=_LABEL)
                 for name, (_, stats) in engines.items():
-                    family.add_metric([name], float(read(stats)))
-                yield family
+                    counter.add_metric([name], float(count(stats)))
+                yield counter

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TypeVar
 
 from starlette.requests import Request
@@ -41,11 +41,13 @@ async def unless_disconnected(request: Request, work: Callable[[], Awaitable[T]]
 
 
 class SSEResponse(Response):
-    """``text/event-stream`` from an async iterator of bytes; a ``None`` item drops the connection."""
+    """``text/event-stream`` from an async generator of bytes (closed when the response ends); a ``None``
+    item drops the connection."""
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncIterator[bytes | None], headers: dict[str, str] | None = None) -> None:
+    def __init__(self, events: AsyncGenerator[bytes | None, None],
+                 headers: dict[str, str] | None = None) -> None:
         self.events = events
         self.status_code = 200
         self.background = None

@@ -211,10 +211,11 @@ class Room:
         rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["label"]))
         ttfts = [v for s in self.learners.values() for v in s.recent_ttfts_s(cur.t)]
         p50, p99 = _percentiles_ms(ttfts)
-        hits = queries = None
+        hit_rate = None
         if old is not None:
             queries = engine.prefix_queries - old.engine.prefix_queries
             hits = engine.prefix_hits - old.engine.prefix_hits
+            hit_rate = hits / queries if queries else None
         failures = Counter[str]()
         for s in self.learners.values():
             failures.update(s.failures)
@@ -222,7 +223,7 @@ class Room:
             "running": engine.running, "waiting": engine.waiting + cur.share_waiting,
             "waiting_engine": engine.waiting, "waiting_share": cur.share_waiting,
             "kv_usage": engine.kv_usage,
-            "prefix_hit_rate": hits / queries if queries else None,
+            "prefix_hit_rate": hit_rate,
             "preemptions": engine.preemptions,
             "preemptions_in_window": engine.preemptions - old.engine.preemptions if old else None,
             "tokens_per_s": cur.tokens_per_s,

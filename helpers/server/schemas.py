@@ -15,7 +15,7 @@ its hashed token ids cannot be decoded back into a prompt to echo).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -212,9 +212,10 @@ class _FieldError(ValueError):
 
 
 _UNION_TAGS = {"str", "int", "float", "bool"}
+RequestT = TypeVar("RequestT", bound=_Sampling)
 
 
-def parse_request(model: type[_Sampling], body: bytes) -> _Sampling:
+def parse_request(model: type[RequestT], body: bytes) -> RequestT:
     """Validate a JSON body; raise OpenAIError(400) naming the first problem and its field."""
     try:
         return model.model_validate_json(body, strict=True)

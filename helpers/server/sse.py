@@ -19,6 +19,7 @@ the 200 went out ends with ``data: {"error": {...}}`` and ``data: [DONE]``, as v
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 DONE = b"data: [DONE]\n\n"
 
@@ -60,9 +61,9 @@ class ChunkEncoder:
         piece: str,
         *,
         reasoning: bool = False,
-        logprobs: dict | None = None,
+        logprobs: Mapping[str, object] | None = None,
         finish_reason: str | None = None,
-        timing: dict | None = None,
+        timing: Mapping[str, object] | None = None,
     ) -> bytes:
         """The chunk carrying one step's tokens of the answer (or of the reasoning), with its ``logprobs``
         object; the last one also carries the ``finish_reason`` (and the mock's ``timing``), as vLLM's
@@ -76,20 +77,23 @@ class ChunkEncoder:
             tail = f'{self._close},"logprobs":{encoded},"finish_reason":{reason}}}]{extra}}}\n\n'
         return ((self._reasoning if reasoning else self._content) + text + tail).encode("utf-8")
 
-    def error(self, error: dict) -> bytes:
+    def error(self, error: Mapping[str, object]) -> bytes:
         """An in-stream error event (what vLLM sends when a request fails after the 200 went out)."""
         return event(error)
 
-    def finish(self, finish_reason: str, timing: dict | None = None) -> bytes:
+    def finish(self, finish_reason: str, timing: Mapping[str, object] | None = None) -> bytes:
         """The chunk with an empty delta (chat) or empty text and the finish_reason."""
-        choice = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
-        choice.update({"delta": {}} if self._chat else {"text": ""})
-        body = {**self._head, "choices": [choice]}
+        choice: dict[str, object] = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
+        if self._chat:
+            choice["delta"] = {}
+        else:
+            choice["text"] = ""
+        body: dict[str, object] = {**self._head, "choices": [choice]}
         if timing is not None:
             body["timing"] = timing
         return event(body)
 
-    def usage(self, usage: dict) -> bytes:
+    def usage(self, usage: Mapping[str, object]) -> bytes:
         """The final usage chunk: ``choices`` is an empty list."""
         return event({**self._head, "choices": [], "usage": usage})
 

