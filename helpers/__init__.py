@@ -284,6 +284,7 @@ if TYPE_CHECKING:
     )
     from helpers.lessons.slo_goodput_cost import (
         generated_block_bonus as generated_block_bonus,
+        goodput_vs_slo_search as goodput_vs_slo_search,
         multiturn_findings as multiturn_findings,
     )
     from helpers.lessons.streaming import (
@@ -565,6 +566,7 @@ _EXPORTS: dict[str, str] = {
     "speculative_sweep": "toy.speculative", "with_quiet_layers": "toy.speculative",
     "acceptance_by_position": "toy.speculative", "alpha_estimate": "toy.speculative",
     "multiturn_findings": "lessons.slo_goodput_cost", "generated_block_bonus": "lessons.slo_goodput_cost",
+    "goodput_vs_slo_search": "lessons.slo_goodput_cost",
     "SpeculativeConfig": "engine.speculative", "SpeculativeStep": "engine.speculative",
     "expected_tokens_per_step": "engine.speculative", "speculative_step": "engine.speculative",
     "speculative_batch_sweep": "engine.speculative", "best_num_speculative_tokens": "engine.speculative",

@@ -1,10 +1,37 @@
-"""helpers.lessons.slo_goodput_cost: notebook 09 §4's multi-turn prose follows the numbers it is given."""
+"""helpers.lessons.slo_goodput_cost: notebook 09's prose (§2 goodput vs the SLO search, §4 multi-turn)
+follows the numbers it is given."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from helpers.lessons.slo_goodput_cost import generated_block_bonus, multiturn_findings
+from helpers.bench.slo import SLO
+from helpers.lessons.slo_goodput_cost import generated_block_bonus, goodput_vs_slo_search, multiturn_findings
+
+LIMITS = SLO(ttft_ms=1000, tpot_ms=50)
+
+
+def _peak(rate: float, ttft: float, tpot: float) -> dict[str, float]:
+    return {"request_rate": rate, "slo_attainment": 0.99, "p99_ttft_ms": ttft, "p99_tpot_ms": tpot}
+
+
+def test_goodput_peak_and_slo_search_agreeing_is_said_so_not_contrasted():
+    text = goodput_vs_slo_search(_peak(1.875, 525, 49.8), 1.875, LIMITS)
+    assert "同一个速率，1.875 个/秒" in text and "P99 都在上限之内" in text, text
+    assert "却是" not in text and "超过了" not in text, text  # a dry run printed both, at 49.8 < 50 ms
+
+
+def test_a_goodput_peak_above_the_slo_answer_names_the_p99_over_its_limit():
+    text = goodput_vs_slo_search(_peak(2.0, 525, 51.2), 1.875, LIMITS)
+    assert "峰值在 2 个/秒，SLO 搜索给出的却是 1.875 个/秒" in text, text
+    assert "P99 TPOT 是 51.2 ms，超过了 50 ms" in text and "TTFT 是" not in text, text
+    both = goodput_vs_slo_search(_peak(2.0, 1200, 51.2), 1.875, LIMITS)
+    assert "P99 TTFT 是 1200.0 ms，超过了 1000 ms、P99 TPOT 是 51.2 ms" in both, both
+
+
+def test_rates_that_differ_only_by_the_grids_are_not_called_a_contradiction():
+    text = goodput_vs_slo_search(_peak(2.0, 525, 49.0), 1.9, LIMITS)
+    assert "P99 都在上限之内" in text and "各自只准到自己的步长" in text and "却是" not in text, text
 
 
 def _turns(hit, ttft, wire, prompt, cached) -> pd.DataFrame:

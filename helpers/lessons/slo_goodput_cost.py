@@ -1,15 +1,50 @@
-"""Notebook 09 §4 (多轮对话): what the two multi-turn runs (prefix caching on and off) measured, as prose.
+"""Notebook 09's findings as prose, every number and direction read from the inputs.
 
-``multiturn_findings`` turns the per-turn tables of ``helpers.bench.sessions.turn_table`` (plus the /metrics
-hit rate and the mean engine-clock queueing per turn with caching off) into the paragraph the notebook shows;
-every number and direction in it is read from the inputs. ``generated_block_bonus`` estimates what the
+``goodput_vs_slo_search`` (§2) sets the goodput peak of §1 beside the SLO search's answer and says why they
+differ, or that here they happen to agree.
+
+§4 (多轮对话): ``multiturn_findings`` turns the per-turn tables of ``helpers.bench.sessions.turn_table``
+(plus the /metrics hit rate and the mean engine-clock queueing per turn with caching off) into the
+paragraph the notebook shows. ``generated_block_bonus`` estimates what the
 course's engine leaves out: vLLM also caches the full blocks of generated tokens (``Request.
 append_output_token_ids`` extends the block hashes, vllm/v1/request.py; data/vllm/FACTS.md §8), so turn k+1
 could also hit turn k's reply, rounded down to whole blocks.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import numpy as np
 import pandas as pd
+
+from helpers.bench.slo import SLO
+
+_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E"}
+
+
+def goodput_vs_slo_search(best: Mapping[str, float], slo_rate: float, slo: SLO) -> str:
+    """The §2 paragraph: the goodput peak ``best`` (a row of §1's table: ``request_rate``, ``slo_attainment``
+    and the percentiles ``slo`` limits) against ``slo_rate``, the highest request rate the SLO search found
+    within ``slo``. Whether they agree, and which percentile is over its limit at the peak, is read from the
+    numbers."""
+    peak = float(best["request_rate"])
+    pct = f"P{slo.percentile:g}"
+    over = [f"{pct} {_NAMES[m]} 是 {best[slo.keys()[m]]:.1f} ms，超过了 {slo.limits_ms()[m]:g} ms"
+            for m in slo.failures(best)]
+    definitions = ("goodput 数的是**单个请求**是否满足上限（只要好请求够多，它就还在涨），SLO 搜索要求的是"
+                   f"**第 {slo.percentile:g} 百分位**满足上限")
+    state = "、".join(over) if over else f"{pct} 都在上限之内"
+    if np.isclose(peak, slo_rate):
+        return (f"第 1 节里 goodput 的峰值和 SLO 搜索的答案在这里是同一个速率，{peak:g} 个/秒：那一档有 "
+                f"{best['slo_attainment']:.0%} 的请求各自满足上限，{state}。这是碰巧：{definitions}，"
+                "两个答案按定义就不同，负载或 SLO 一变，两者就可能分开"
+                f"（goodput 的峰值落在 {pct} 已经越线的一档上）；做容量规划用后者。")
+    if peak > slo_rate and over:
+        return (f"第 1 节里 goodput 的峰值在 {peak:g} 个/秒，SLO 搜索给出的却是 {slo_rate:.4g} 个/秒："
+                f"那一档有 {best['slo_attainment']:.0%} 的请求各自满足上限，但{'、'.join(over)}。"
+                f"{definitions}；两个答案按定义就不同，做容量规划用后者。")
+    return (f"第 1 节里 goodput 的峰值在 {peak:g} 个/秒，SLO 搜索给出的是 {slo_rate:.4g} 个/秒"
+            f"（那一档{state}）：两边试的速率不同，各自只准到自己的步长。{definitions}；做容量规划用后者。")
 
 
 def generated_block_bonus(on: pd.DataFrame, output_tokens_by_turn: pd.Series,
