@@ -18,7 +18,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -63,8 +63,14 @@ class GPUPrice:
 def load_prices() -> tuple[GPUPrice, ...]:
     """Every row of ``data/gpu_prices.csv``, in file order."""
     with PRICES_CSV.open(encoding="utf-8", newline="") as f:
-        return tuple(GPUPrice(**{**row, "usd_per_gpu_hour": float(row["usd_per_gpu_hour"])})
-                     for row in csv.DictReader(f))
+        reader = csv.DictReader(f)
+        columns = {field.name for field in fields(GPUPrice)}
+        if set(reader.fieldnames or ()) != columns:
+            raise ValueError(f"{PRICES_CSV}: columns {reader.fieldnames}, expected {sorted(columns)}")
+        return tuple(GPUPrice(gpu=row["gpu"], usd_per_gpu_hour=float(row["usd_per_gpu_hour"]),
+                              provider=row["provider"], offer=row["offer"], source=row["source"],
+                              read_on=row["read_on"], via=row["via"])
+                     for row in reader)
 
 
 def gpu_price(gpu: str, provider: str | None = None) -> GPUPrice:

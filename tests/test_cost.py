@@ -29,6 +29,20 @@ def test_every_gpu_has_a_price_with_its_source_and_date():
         assert datetime.date.fromisoformat(p.read_on).year >= 2025
 
 
+def test_a_prices_file_with_other_columns_is_refused(tmp_path, monkeypatch):
+    import helpers.cost as cost
+
+    bad = tmp_path / "gpu_prices.csv"
+    bad.write_text("gpu,usd_per_gpu_hour,provider\na10,1.29,Lambda\n", encoding="utf-8")
+    monkeypatch.setattr(cost, "PRICES_CSV", bad)
+    load_prices.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="columns"):
+            load_prices()
+    finally:
+        load_prices.cache_clear()
+
+
 def test_gpu_price_takes_the_first_row_or_the_providers_and_says_what_is_priced():
     assert gpu_price("a100-80gb").provider == "RunPod" and gpu_price("h100-sxm").provider == "Lambda"
     assert gpu_price("a100-80gb", "AWS").usd_per_gpu_hour > gpu_price("a100-80gb").usd_per_gpu_hour

@@ -74,3 +74,17 @@ def test_a_no_option_takes_true_and_never_contradicts_its_option():
         EngineConfig.from_dict({"no_enable_prefix_caching": False})
     with pytest.raises(ValueError, match="keep one"):
         EngineConfig.from_dict({"enable-prefix-caching": True, "no-enable-prefix-caching": True})
+
+
+def test_batch_limits_are_the_filled_in_ones_and_a_scheduler_needs_them():
+    from helpers.engine.kv_cache_manager import KVCacheManager
+    from helpers.engine.scheduler import Scheduler
+
+    unset = EngineConfig()
+    with pytest.raises(ValueError, match="for_gpu"):
+        unset.batch_limits()
+    with pytest.raises(ValueError, match="for_gpu"):
+        Scheduler(unset, KVCacheManager(8, 16, True))
+    filled = unset.for_gpu("a100-80gb")
+    assert filled.batch_limits() == (filled.max_num_seqs, filled.max_num_batched_tokens) == (256, 2048)
+    assert Scheduler(filled, KVCacheManager(8, 16, True)).max_num_seqs == 256

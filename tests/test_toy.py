@@ -124,6 +124,14 @@ def test_large_preset_is_in_the_requested_size_range():
     assert toy_preset("large", dtype="float16").weight_bytes * 2 == config.weight_bytes
 
 
+def test_the_typed_preset_overrides_are_the_config_fields():
+    from typing import get_type_hints
+
+    from helpers.toy.config import ToyOverrides
+
+    assert get_type_hints(ToyOverrides) == get_type_hints(ToyConfig)
+
+
 def test_attention_kind_and_config_errors():
     assert [tiny(4, kv).attention_kind for _, kv in HEAD_LAYOUTS] == ["MHA", "GQA", "MQA"]
     with pytest.raises(ValueError, match="multiple of n_kv_heads"):

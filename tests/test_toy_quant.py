@@ -8,7 +8,9 @@ from helpers.kvcache import WEIGHT_FORMATS
 from helpers.toy.config import ToyConfig
 from helpers.toy.generate import ToyModel, random_prompt
 from helpers.toy.quant import (
+    MATRICES,
     QuantizedKVCache,
+    QuantizedMatrix,
     quantize_matrix,
     quantize_weights,
     round_fp8_e4m3,
@@ -17,6 +19,7 @@ from helpers.toy.quant import (
     weight_bytes_per_step,
 )
 from helpers.toy.quant_error import compare_logits, kv_attention_error, quantization_error
+from helpers.toy.weights import LayerWeights
 
 CONFIG = ToyConfig(vocab_size=256, d_model=256, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=512,
                    max_seq_len=256)
@@ -79,6 +82,16 @@ def test_bad_bits_or_group_size_say_what_to_do():
         quantize_matrix(np.ones((4, 4), np.float32), bits=3)
     with pytest.raises(ValueError, match="must divide"):
         quantize_matrix(np.ones((100, 4), np.float32), group_size=128)
+
+
+def test_quantize_weights_quantizes_the_seven_matrices_once_and_refuses_twice(model):
+    quant = quantize_weights(model.weights, 8)
+    layer = quant.layers[0]
+    assert all(isinstance(getattr(layer, name), QuantizedMatrix) for name in MATRICES)
+    assert isinstance(layer.attn_norm, np.ndarray) and isinstance(layer.mlp_norm, np.ndarray)
+    assert set(MATRICES) | {"attn_norm", "mlp_norm"} == set(LayerWeights.__slots__)
+    with pytest.raises(TypeError, match="quantized already"):
+        quantize_weights(quant, 4)
 
 
 def test_quantized_model_reads_about_a_quarter_and_an_eighth_of_the_bytes(model):

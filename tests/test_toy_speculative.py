@@ -110,6 +110,14 @@ def test_a_truncated_draft_agrees_with_a_target_whose_late_layers_only_refine(ta
     assert rates[0.03] > 0.6 > rates[1.0]
 
 
+def test_quiet_layers_scale_the_fp_weights_and_refuse_quantized_ones(target):
+    quiet = with_quiet_layers(target, 1, 0.5)
+    np.testing.assert_array_equal(quiet.weights.layers[1].wo, target.weights.layers[1].wo * 0.5)
+    assert quiet.weights.layers[0] is target.weights.layers[0]
+    with pytest.raises(TypeError, match="unquantized"):
+        with_quiet_layers(ToyModel(CONFIG, quantize_weights(target.weights, 8)), 1, 0.5)
+
+
 def test_alpha_estimate_recovers_leviathans_alpha_where_accepted_over_proposed_does_not():
     # i.i.d. acceptance with α = 0.8 (Leviathan's model): rounds stop at the first rejection
     from helpers.engine.speculative import expected_tokens_per_step

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from helpers.bench.goodput import with_goodput
@@ -44,7 +46,7 @@ def replay_benchmark(prompts: Sequence[BenchPrompt], config: EngineConfig | str 
                      warmup_prompts: Sequence[BenchPrompt] = (), seed: int = 0,
                      model: ModelSpec | str | None = None,
                      goodput: Mapping[str, float] | None = None,
-                     send_at_s: Sequence[float] | None = None) -> SimulationResult:
+                     send_at_s: Sequence[float] | npt.NDArray[np.float64] | None = None) -> SimulationResult:
     """``run_benchmark``'s workload on the virtual clock: same prompts, same send times (``seed``, or
     ``send_at_s`` as given), the engine of a mock started with ``config`` and ``gpu`` (``model`` for a served
     name mapped to another); ``goodput`` ms limits add vLLM's ``request_goodput``."""

@@ -16,14 +16,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
-R = TypeVar("R")
+
+class ResultLike(Protocol):
+    """A result dataclass (``with_goodput`` copies it) with vLLM's ``summary`` keys and a per-request table:
+    ``BenchResult``, ``SimulationResult``."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def summary(self) -> dict[str, Any]: ...
+    @property
+    def requests(self) -> pd.DataFrame: ...
+
+
+R = TypeVar("R", bound=ResultLike)
 
 
 def parse_goodput(pairs: str | Iterable[str]) -> dict[str, float]:

@@ -82,7 +82,7 @@ def report_html(runs: BenchResult | Mapping[str, BenchResult], *, title: str = "
     if not runs:
         raise ValueError("no runs to report")
     meta = {k: redact_url(str(v)) if "url" in k.lower() else v for k, v in (metadata or {}).items()}
-    scales = {_time_scale(r) for r in runs.values()} - {None}
+    scales = {s for r in runs.values() if (s := _time_scale(r)) is not None}
     if scales:
         meta.setdefault("time_scale", ", ".join(f"{s:g}" for s in sorted(scales)))
     meta["generated"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -31,14 +31,20 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from helpers.bench.goodput import with_goodput
+from helpers.bench.goodput import ResultLike, with_goodput
 from helpers.bench.loadgen import arrival_times_s
 from helpers.bench.prompts import BenchPrompt
+
+if TYPE_CHECKING:
+    from helpers.engine.config import EngineConfig
+    from helpers.hardware import GPUSpec
+    from helpers.models import ModelSpec
 
 # `vllm bench sweep`'s subcommands in vLLM 0.32.0 (SUBCOMMANDS, vllm/benchmarks/sweep/cli.py; checked by
 # tests/vllm/test_facts.py). No SLA search among them.
@@ -48,9 +54,8 @@ Mode = Literal["request_rate", "max_concurrency"]
 SLO_METRICS = ("ttft", "tpot", "e2el")
 
 
-class LevelResult(Protocol):
-    summary: dict[str, Any]
-    requests: pd.DataFrame
+class LevelResult(ResultLike, Protocol):
+    """One load level's result: ``BenchResult`` (over HTTP) or ``SimulationResult`` (the engine)."""
 
 
 RunLevel = Callable[[float], LevelResult]
@@ -241,9 +246,10 @@ class SimWorkload:
         return cls(tuple(rows), tuple(int(n) for n in output_lens))
 
 
-def simulated_levels(config: Any, gpu: Any, workload: SimWorkload, mode: Mode = "request_rate", *,
-                     burstiness: float = 1.0, seed: int = 0, pattern_s: Sequence[float] | None = None,
-                     model: Any = None) -> RunLevel:
+def simulated_levels(config: EngineConfig | str | Path, gpu: GPUSpec | str, workload: SimWorkload,
+                     mode: Mode = "request_rate", *, burstiness: float = 1.0, seed: int = 0,
+                     pattern_s: Sequence[float] | npt.NDArray[np.float64] | None = None,
+                     model: ModelSpec | None = None) -> RunLevel:
     """``run(value)`` on the virtual clock: the workload at ``value`` requests/s (arrival gaps drawn as the
     harness draws them, ``seed`` and ``burstiness``, or ``pattern_s``, send times at 1 request/s, e.g. a
     trace's, scaled by 1/value) or at ``value`` closed-loop clients."""

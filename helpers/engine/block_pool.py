@@ -13,7 +13,8 @@ serving hits, as vLLM's ``BlockHashToBlockMap`` does.
 """
 from __future__ import annotations
 
-from itertools import islice
+from collections.abc import Iterable
+from itertools import islice, takewhile
 
 import numpy as np
 
@@ -110,18 +111,16 @@ class BlockPool:
 
     def lookup(self, hashes: list[int]) -> list[int]:
         """Blocks holding the longest cached prefix of ``hashes``."""
-        if not hashes or hashes[0] not in self._cached:
+        cached = self._cached
+        if not hashes or hashes[0] not in cached:
             return []  # the usual miss, decided by the first block
-        blocks = list(map(self._cached.get, hashes))
-        if None in blocks:
-            del blocks[blocks.index(None):]
-        return blocks
+        return list(map(cached.__getitem__, takewhile(cached.__contains__, hashes)))
 
-    def num_evictable(self, blocks: list[int]) -> int:
+    def num_evictable(self, blocks: Iterable[int]) -> int:
         """How many of these cached blocks are free now (touching them takes them off the free list)."""
         return sum(map(self._lru.__contains__, blocks))
 
-    def touch(self, blocks: list[int]) -> None:
+    def touch(self, blocks: Iterable[int]) -> None:
         """Take a reference on cached blocks found by ``lookup``."""
         lru, extra = self._lru, self._extra
         for b in blocks:

@@ -235,6 +235,14 @@ class EngineConfig:
         return self.replace(max_num_seqs=limits.max_num_seqs,
                             max_num_batched_tokens=limits.max_num_batched_tokens)
 
+    def batch_limits(self) -> tuple[int, int]:
+        """(``max_num_seqs``, ``max_num_batched_tokens``) of a config whose limits are set (``for_gpu`` fills
+        them in; ``LLMEngine`` does it); ValueError if one is still None."""
+        if self.max_num_seqs is None or self.max_num_batched_tokens is None:
+            raise ValueError("max_num_seqs and max_num_batched_tokens are unset: take config.for_gpu(gpu) "
+                             "(LLMEngine does), or set both")
+        return self.max_num_seqs, self.max_num_batched_tokens
+
     def replace(self, **changes: Any) -> EngineConfig:
         """A copy with some options changed (e.g. ``config.replace(max_num_seqs=1)``)."""
         return dataclasses.replace(self, **changes)

@@ -104,8 +104,9 @@ class LLMEngine:
             raise ValueError(f"{self.model.name} does not fit on {self.gpu.name}: {self.capacity.reason}\n"
                              f"{self.capacity.explain()}")
         self.max_model_len = self.capacity.max_model_len
-        if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(f"max_num_batched_tokens ({config.max_num_batched_tokens}) is smaller than "
+        _, max_num_batched_tokens = config.batch_limits()
+        if not config.enable_chunked_prefill and max_num_batched_tokens < self.max_model_len:
+            raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than "
                              f"max_model_len ({self.max_model_len}) with chunked prefill off: long "
                              "prompts could never be scheduled. Raise max_num_batched_tokens or enable "
                              "chunked prefill (vLLM refuses this too)")
@@ -146,8 +147,7 @@ class LLMEngine:
                              f"whole KV cache ({self.max_request_len} tokens); shorten the request or "
                              "enlarge the pool")
         arrival = self.now_s if request.arrival_time_s is None else request.arrival_time_s
-        seq = Sequence(request.request_id, prompt, request.max_tokens, arrival,
-                       step_tokens=None if self.config.speculative_config is None else [])
+        seq = Sequence(request.request_id, prompt, request.max_tokens, arrival)
         if block_hashes is not None and self.kv.enable_caching:
             if len(block_hashes) != len(prompt) // self.config.block_size:
                 raise ValueError(f"{len(block_hashes)} block hashes for a prompt of {len(prompt)} tokens in "
@@ -225,11 +225,12 @@ class LLMEngine:
         out = self.scheduler.schedule()
         if not out.seqs:
             return out, np.zeros(0, bool), []
-        if out.decoding is None:
+        drafts = out.drafts
+        if drafts is None:
             end = start + self.cost_model.cost(out.cost_new, out.cost_context).time_s
         else:
-            verify, draft_s = speculative_step_cost(self.cost_model, self.config.speculative_config,
-                                                    out.cost_new, out.cost_context, out.decoding)
+            verify, draft_s = speculative_step_cost(self.cost_model, drafts.config, out.cost_new,
+                                                    out.cost_context, drafts.decoding)
             end = start + verify.time_s + draft_s
         self.now_s = end
         idx = self._append_step_ends(end)

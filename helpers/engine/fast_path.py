@@ -9,21 +9,65 @@ its slot arrays. Everything else in the engine runs one step at a time.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:
+    from collections import deque
+
+    from helpers.engine.config import EngineConfig
+    from helpers.engine.kv_cache_manager import KVCacheManager
     from helpers.engine.request import Sequence
+    from helpers.engine.speculative import SpeculativeConfig
 
 
 PREEMPT = -1
 
 
+class _SchedulerState(Protocol):
+    """What the fast path uses of the ``Scheduler`` it is mixed into (the type of its ``self``)."""
+
+    @property
+    def config(self) -> EngineConfig: ...
+    @property
+    def spec(self) -> SpeculativeConfig | None: ...
+    @property
+    def kv(self) -> KVCacheManager: ...
+    @property
+    def max_num_seqs(self) -> int: ...
+    @property
+    def max_num_batched_tokens(self) -> int: ...
+    @property
+    def running(self) -> list[Sequence]: ...
+    @property
+    def waiting(self) -> deque[Sequence]: ...
+    @property
+    def _by_slot(self) -> dict[int, Sequence]: ...
+    @property
+    def computed(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def num_tokens(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def limit(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def nblocks(self) -> npt.NDArray[np.int64]: ...
+    peak_kv_usage: float
+
+    def running_slots(self) -> npt.NDArray[np.int64]: ...
+    def _head_blocked(self, num_running: int, free_after_decodes: int) -> bool: ...
+    def _give_blocks(self, slots: np.ndarray, indices: np.ndarray, counts: np.ndarray | int) -> None: ...
+    def _preempt_for_decodes(self, slots: np.ndarray, needy: np.ndarray) -> list[Sequence]: ...
+    def _extend_runs(self, slots: np.ndarray, step_idx: int, count: int, first_end_s: float,
+                     tokens: np.ndarray | None = None) -> None: ...
+    def _finish(self, seq: Sequence, end_s: float) -> Sequence: ...
+
+
 class BulkDecodeFastPath:
     """``Scheduler``'s fast path (a mixin): how far pure decoding can run, and running it in one go."""
 
-    def bulk_horizon(self) -> int:
+    def bulk_horizon(self: _SchedulerState) -> int:
         """How many pure-decode steps can run at once from now, 0 if the next step is not one, and
         ``PREEMPT`` if it is one but the pool cannot give every request its next block.
 
@@ -33,7 +77,7 @@ class BulkDecodeFastPath:
         with ``c`` tokens computed needs a new block at steps ``nblocks·block_size − c + 1``, then every
         ``block_size`` steps: the horizon ends just before the (free + 1)-th of those steps over all."""
         running = self.running
-        if not running or len(running) > self.config.max_num_batched_tokens or self.spec is not None:
+        if not running or len(running) > self.max_num_batched_tokens or self.spec is not None:
             return 0  # (speculating: the accepted drafts are drawn step by step)
         slots = self.running_slots()
         computed = self.computed[slots]
@@ -46,7 +90,7 @@ class BulkDecodeFastPath:
         free_after_step = free - np.count_nonzero(first_need == 1)
         if free_after_step < 0:
             return PREEMPT  # the next step must preempt (preempt_for_decode_step)
-        if self.waiting and len(running) < self.config.max_num_seqs:
+        if self.waiting and len(running) < self.max_num_seqs:
             if not self._head_blocked(len(running), free_after_step):
                 return 0
         k = int(np.minimum.reduce(self.limit[slots] - num_tokens))
@@ -55,7 +99,7 @@ class BulkDecodeFastPath:
         needs = (first_need[:, None] + bs * np.arange(-(-k // bs))).ravel()
         return int(np.partition(needs, free)[free]) - 1
 
-    def _head_blocked(self, num_running: int, free_after_decodes: int) -> bool:
+    def _head_blocked(self: _SchedulerState, num_running: int, free_after_decodes: int) -> bool:
         """The first waiting request cannot be admitted in the next step (the decodes leave it
         ``free_after_decodes`` blocks), hence not before the running set changes: during pure decoding
         its budget share stays and free blocks only shrink."""
@@ -63,7 +107,7 @@ class BulkDecodeFastPath:
         hits = self.kv.get_computed_blocks(seq)
         computed = len(hits) * self.kv.block_size
         need = seq.prompt_len + seq.num_output_tokens - computed
-        budget = self.config.max_num_batched_tokens - num_running
+        budget = self.max_num_batched_tokens - num_running
         if need > budget and not self.config.enable_chunked_prefill:
             return True
         # its whole sequence must fit (scheduler_reserve_full_isl), so the chunk does too
@@ -71,7 +115,7 @@ class BulkDecodeFastPath:
         blocks += self.kv.pool.num_evictable(hits)
         return blocks > free_after_decodes
 
-    def preempt_for_decode_step(self) -> None:
+    def preempt_for_decode_step(self: _SchedulerState) -> None:
         """Start a pure-decode step that lacks blocks (``bulk_horizon() == PREEMPT``) as ``schedule()``
         would: blocks in order while they last, preempting the newest running requests. The step itself
         is then ``advance_decode(1, ...)`` of the survivors."""
@@ -79,7 +123,8 @@ class BulkDecodeFastPath:
         needy = (self.nblocks[slots] * self.kv.block_size == self.computed[slots]).nonzero()[0]
         self._preempt_for_decodes(slots, needy)
 
-    def advance_decode(self, steps: int, step_idx: int, end_s: np.ndarray) -> list[Sequence]:
+    def advance_decode(self: _SchedulerState, steps: int, step_idx: int,
+                       end_s: np.ndarray) -> list[Sequence]:
         """Apply ``steps`` decode steps at once (``steps`` <= ``bulk_horizon()``); ``end_s`` are their end
         times. Same state as ``steps`` calls of schedule + update_from_output."""
         slots = self.running_slots()

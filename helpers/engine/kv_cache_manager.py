@@ -10,6 +10,7 @@ prompt blocks. The fast engine's mirror of ``helpers.engine.reference.KVCacheMan
 """
 from __future__ import annotations
 
+from collections.abc import Sequence as SequenceABC
 from itertools import count
 
 from helpers.engine.block_pool import BlockPool, hash_blocks
@@ -50,7 +51,7 @@ class KVCacheManager:
         return max(0, -(-(num_computed + num_new_tokens) // self.block_size) - len(seq.block_table))
 
     def allocate_slots(self, seq: Sequence, num_computed: int, num_new_tokens: int,
-                       computed_blocks: list[int] = (), num_lookahead: int = 0,
+                       computed_blocks: SequenceABC[int] = (), num_lookahead: int = 0,
                        num_full_tokens: int = 0) -> bool:
         """Grow ``seq``'s table for this step (and ``num_lookahead`` more slots, for speculative drafts);
         False (and no change) if the pool is too small. ``computed_blocks`` (from ``get_computed_blocks``)
@@ -83,14 +84,16 @@ class KVCacheManager:
         """Release ``seq``'s table. ``num_cached_tokens``: how many of its tokens vLLM has cached by now
         (those of its last scheduled step, verified drafts only); the full blocks among them beyond the
         prompt's are registered first (see the module docstring)."""
-        caching = self.enable_caching and seq.block_hashes is not None
-        full = num_cached_tokens // self.block_size if caching else 0
-        if full > seq.num_hashed_blocks:
-            hashes = seq.block_hashes
-            hashes.extend(next(self._output_hashes) for _ in range(full - len(hashes)))
-            self.pool.cache(seq.block_table[seq.num_hashed_blocks:full], hashes[seq.num_hashed_blocks:full])
-            seq.num_hashed_blocks = full
-        hashes = seq.block_hashes[:seq.num_hashed_blocks] if seq.num_hashed_blocks else []
-        self.pool.free(seq.block_table, hashes)
+        hashes = seq.block_hashes if self.enable_caching else None
+        if hashes is None:  # nothing of it is cached (num_hashed_blocks is 0)
+            self.pool.free(seq.block_table, [])
+        else:
+            full = num_cached_tokens // self.block_size
+            if full > seq.num_hashed_blocks:
+                hashes.extend(next(self._output_hashes) for _ in range(full - len(hashes)))
+                self.pool.cache(seq.block_table[seq.num_hashed_blocks:full],
+                                hashes[seq.num_hashed_blocks:full])
+                seq.num_hashed_blocks = full
+            self.pool.free(seq.block_table, hashes[:seq.num_hashed_blocks])
         seq.block_table = []
         seq.num_hashed_blocks = 0

@@ -70,13 +70,13 @@ class KVCacheManager:
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool, max_model_len: int) -> None:
         self.block_pool = BlockPool(num_blocks)
         self.block_size, self.enable_caching, self.max_model_len = block_size, enable_caching, max_model_len
-        self.req_to_blocks, self.num_cached_block = {}, {}  # request id -> its blocks, how many cached
+        self.req_to_blocks, self.num_cached_block = dict[str, list[KVCacheBlock]](), dict[str, int]()  # by id
     def block_hashes(self, request: Request) -> list[int]:
         """Chained hashes of the full blocks (``kv_cache_utils.hash_block_tokens``): equal iff prefixes."""
-        tokens, bs, hashes = request.prompt_token_ids + request.output_token_ids, self.block_size, [None]
-        for start in range(0, len(tokens) - bs + 1, bs):
-            hashes.append(hash((hashes[-1], tuple(tokens[start:start + bs]))))
-        return hashes[1:]
+        tokens, bs, hashes = request.prompt_token_ids + request.output_token_ids, self.block_size, list[int]()
+        for start in range(0, len(tokens) - bs + 1, bs):  # the first block's parent is None
+            hashes.append(hash((hashes[-1] if hashes else None, tuple(tokens[start:start + bs]))))
+        return hashes
     def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
         """The longest cached prefix, at most ``num_tokens - 1`` tokens (the last one must run)."""
         hits, cache = [], self.block_pool.cached_block_hash_to_block
@@ -118,8 +118,8 @@ class Scheduler:
         self.max_num_seqs, self.max_num_batched_tokens, self.kv = max_num_seqs, max_num_batched_tokens, kv
         self.enable_chunked_prefill, self.k = enable_chunked_prefill, num_speculative_tokens
         self.acceptance_rate, self.rng = acceptance_rate, np.random.default_rng(acceptance_seed)
-        self.requests: dict[str, Request] = {}
-        self.waiting, self.running = deque(), []  # FCFS queue; admission order (the last is preempted first)
+        # by id; the FCFS queue; admission order (the last is preempted first)
+        self.requests, self.waiting, self.running = dict[str, Request](), deque[Request](), list[Request]()
     def add_request(self, request: Request) -> None:
         self.requests[request.request_id] = request
         self.waiting.append(request)

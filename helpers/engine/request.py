@@ -9,8 +9,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+
+TokenIds: TypeAlias = "SequenceABC[int] | npt.NDArray[np.integer[Any]]"  # a prompt: a list or array of ids
 
 
 @dataclass
@@ -19,7 +23,7 @@ class Request:
     length, as a benchmark with ``ignore_eos`` does). ``arrival_time_s`` None means "now" when added."""
 
     request_id: str
-    prompt_token_ids: SequenceABC[int]
+    prompt_token_ids: TokenIds
     max_tokens: int
     arrival_time_s: float | None = None
 
@@ -85,7 +89,7 @@ class Sequence:
     num_preemptions: int = 0
     num_cached_prompt_tokens: int = 0
     segments: list[tuple[int, int]] = field(default_factory=list)  # (first step index, step count) runs
-    step_tokens: list[int] | None = None  # speculating: tokens of each step in the runs (else 1 each)
+    step_tokens: list[int] = field(default_factory=list)  # speculating: tokens of each run step; else empty
     prompt_len: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -98,7 +102,7 @@ class Sequence:
         runs = [step_end_s[s - first_step:s - first_step + n] for s, n in
                 (self.segments if segments is None else segments)]
         times = runs[0].copy() if len(runs) == 1 else np.concatenate(runs) if runs else np.empty(0)
-        if self.step_tokens is not None:  # the tokens of one step share its end time
+        if self.step_tokens:  # speculating: the tokens of one step share its end time
             times = np.repeat(times, self.step_tokens)
         return RequestRecord(
             request_id=self.request_id, prompt_tokens=self.prompt_len, max_tokens=self.max_tokens,

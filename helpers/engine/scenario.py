@@ -11,11 +11,16 @@ speculating, ``accepted`` [[id, accepted drafts], ...] for the requests that ver
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from helpers.engine import reference
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from helpers.engine.engine import LLMEngine
 
 # A GPU and model to build the fast engine with: the schedule does not depend on them (only the clock does)
 _GPU, _MODEL = "a100-80gb", "llama-2-7b"
@@ -90,15 +95,17 @@ def run_reference(sc: Scenario) -> list[dict[str, Any]]:
     return steps
 
 
-def fast_engine(sc: Scenario):
+def fast_engine(sc: Scenario) -> LLMEngine:
     """The course's ``LLMEngine`` configured as the scenario says."""
     from helpers.engine.config import EngineConfig
     from helpers.engine.engine import LLMEngine
+    from helpers.engine.speculative import SpeculativeConfig
 
     spec = None
     if sc.num_speculative_tokens:
-        spec = {"method": "ngram", "num_speculative_tokens": sc.num_speculative_tokens,
-                "acceptance_rate": sc.acceptance_rate, "acceptance_seed": sc.acceptance_seed}
+        spec = SpeculativeConfig.from_dict({
+            "method": "ngram", "num_speculative_tokens": sc.num_speculative_tokens,
+            "acceptance_rate": sc.acceptance_rate, "acceptance_seed": sc.acceptance_seed})
     config = EngineConfig(model=_MODEL, max_num_seqs=sc.max_num_seqs,
                           max_num_batched_tokens=sc.max_num_batched_tokens, block_size=sc.block_size,
                           max_model_len=sc.max_model_len, enable_prefix_caching=sc.enable_prefix_caching,
@@ -181,7 +188,8 @@ def random_scenario(rng: np.random.Generator, name: str, *, num_requests: int = 
     return Scenario(name, requests, **config)
 
 
-def reference_step_table(sched: reference.Scheduler, plan: dict[str, Any], finished: list[str]):
+def reference_step_table(sched: reference.Scheduler, plan: dict[str, Any],
+                         finished: list[str]) -> pd.DataFrame:
     """One row per request of a ``reference.Scheduler`` after a step (notebook 05 "调度器的一步一步"): its
     status, the tokens scheduled this step, its prefix-cache hit if admitted now, ``num_computed_tokens`` /
     ``num_tokens``, and its block table (physical block ids)."""

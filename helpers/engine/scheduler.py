@@ -24,12 +24,27 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from helpers.engine.config import EngineConfig
 from helpers.engine.fast_path import BulkDecodeFastPath
 from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Sequence, Status
-from helpers.engine.speculative import draw_accepted
+from helpers.engine.speculative import SpeculativeConfig, draw_accepted
+
+SlotArray = npt.NDArray[np.int64]  # one value per slot of the scheduler's arrays
+
+
+@dataclass
+class DraftPlan:
+    """A speculating step's drafts (``config``): which of the step's ``seqs`` decode (and so verify drafts),
+    the draft tokens scheduled per seq (0 if not decoding), and which are a resume padded to 1 + k (its
+    drafts placeholders, always rejected)."""
+
+    config: SpeculativeConfig
+    decoding: npt.NDArray[np.bool_]
+    num_drafts: npt.NDArray[np.int64]
+    padded: npt.NDArray[np.bool_]
 
 
 @dataclass
@@ -46,9 +61,7 @@ class SchedulerOutput:
     cost_context: np.ndarray
     preempted: list[Sequence] = field(default_factory=list)
     num_padding_tokens: int = 0
-    decoding: np.ndarray | None = None    # speculation: which of seqs decode (and so verify drafts)
-    num_drafts: np.ndarray | None = None  # speculation: draft tokens scheduled per seq (0 if not decoding)
-    padded: np.ndarray | None = None      # speculation: a resume padded to 1 + k (its drafts placeholders)
+    drafts: DraftPlan | None = None  # speculating: the step's drafts
 
     @property
     def num_scheduled_tokens(self) -> int:
@@ -61,6 +74,7 @@ class Scheduler(BulkDecodeFastPath):
 
     def __init__(self, config: EngineConfig, kv: KVCacheManager, max_model_len: int | None = None) -> None:
         self.config = config
+        self.max_num_seqs, self.max_num_batched_tokens = config.batch_limits()
         self.kv = kv
         self.spec = config.speculative_config
         if self.spec is not None:
@@ -79,7 +93,7 @@ class Scheduler(BulkDecodeFastPath):
         self.prompt_tokens = 0       # cumulative, counted when a request's first token appears (as vLLM)
         self.generation_tokens = 0   # cumulative output tokens
         self.peak_kv_usage = 0.0     # highest block-pool usage after any step's allocation
-        size = config.max_num_seqs
+        size = self.max_num_seqs
         self.computed = np.zeros(size, np.int64)    # tokens whose KV is computed
         self.num_tokens = np.zeros(size, np.int64)  # prompt + output tokens so far
         self.limit = np.zeros(size, np.int64)       # prompt + max_tokens
@@ -89,9 +103,9 @@ class Scheduler(BulkDecodeFastPath):
         self.nblocks = np.zeros(size, np.int64)     # length of the block table
         self.sampled = np.zeros(size, bool)          # speculating: sampled a token in its last scheduled step
         self.accepted_last = np.zeros(size, np.int64)  # speculating: drafts accepted in that step
-        self._by_slot: list[Sequence | None] = [None] * size
+        self._by_slot: dict[int, Sequence] = {}        # slot -> the running request in it
         self._slot_list: list[int] = []                # slots of self.running, in order
-        self._running_slots: np.ndarray | None = None  # the same as an array (cached)
+        self._running_slots: SlotArray | None = None   # the same as an array (cached)
 
     # -- bookkeeping ------------------------------------------------------------------------------------
     def num_computed_tokens(self, seq: Sequence) -> int:
@@ -172,7 +186,7 @@ class Scheduler(BulkDecodeFastPath):
         # the tokens vLLM has cached: those of its last step, drafts accepted in it not yet
         num_cached = int(self.computed[slot] - self.accepted_last[slot])
         self._free_slots.append(slot)
-        self._by_slot[slot] = None
+        del self._by_slot[slot]
         seq.slot, seq.status = -1, status
         if free_blocks:
             self.kv.free(seq, num_cached)
@@ -195,7 +209,7 @@ class Scheduler(BulkDecodeFastPath):
 
     # -- continuous batching ----------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
-        budget = self.config.max_num_batched_tokens
+        budget = self.max_num_batched_tokens
         seqs: list[Sequence] = []
         num_new: list[int] = []
         preempted: list[Sequence] = []
@@ -221,7 +235,7 @@ class Scheduler(BulkDecodeFastPath):
                 if spec is None and total == len(n):  # all decoding: those crossing a block boundary get one
                     self._give_blocks(slots, alloc.nonzero()[0], 1)
                 else:  # decodes as above, in one call (speculating: maybe several blocks each); prefill
-                    decode = n == 1 if spec is None else decoding  # chunks one at a time
+                    decode = n == 1 if decoding is None else decoding  # chunks one at a time
                     give = (decode & alloc).nonzero()[0]
                     self._give_blocks(slots, give, 1 if spec is None else grow[give])
                     for i in (~decode & (alloc | (n > 1))).nonzero()[0].tolist():
@@ -258,7 +272,7 @@ class Scheduler(BulkDecodeFastPath):
                 > self.num_tokens[slots[num_running:]]
             decoding = padded.copy() if decoding is None else np.concatenate(
                 [decoding, padded[len(decoding):]])
-            out.decoding, out.num_drafts, out.padded = decoding, np.where(decoding, new - 1, 0), padded
+            out.drafts = DraftPlan(spec, decoding, np.where(decoding, new - 1, 0), padded)
         return out
 
     def _preempt_for_decodes(self, slots: np.ndarray, needy: np.ndarray) -> list[Sequence]:
@@ -266,7 +280,7 @@ class Scheduler(BulkDecodeFastPath):
         Same as the general path below, a pool call per run of requests instead of one per request:
         serve them in order while blocks last, then preempt the newest running request (it may be one
         of them, or the one being served) and go on."""
-        preempted = []
+        preempted: list[Sequence] = []
         served = 0
         while True:
             take = min(self.kv.pool.num_free_blocks, len(needy) - served)
@@ -316,7 +330,7 @@ class Scheduler(BulkDecodeFastPath):
         chunked = self.config.enable_chunked_prefill
         spec = self.spec
         num_running = len(seqs)
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             hits = self.kv.get_computed_blocks(seq)
             computed = len(hits) * self.kv.block_size
@@ -350,8 +364,8 @@ class Scheduler(BulkDecodeFastPath):
         """Apply a finished step: count computed tokens, sample a token where a request's KV caught up,
         extend its run of token times, finish requests that reached max_tokens. Returns (how many tokens
         each of ``out.seqs`` produced: a bool array, or counts when speculating; finished sequences)."""
-        if out.num_drafts is not None:
-            return self._update_speculative(out, step_idx, end_s)
+        if out.drafts is not None:
+            return self._update_speculative(out, out.drafts, step_idx, end_s)
         slots = out.slots
         computed = self.computed[slots] + out.num_new
         self.computed[slots] = computed
@@ -362,16 +376,16 @@ class Scheduler(BulkDecodeFastPath):
         done = pslots[self.num_tokens[pslots] >= self.limit[pslots]]
         return produced, [self._finish(self._by_slot[s], end_s) for s in done.tolist()]
 
-    def _update_speculative(self, out: SchedulerOutput, step_idx: int, end_s: float) -> tuple[np.ndarray,
-                                                                                             list[Sequence]]:
+    def _update_speculative(self, out: SchedulerOutput, plan: DraftPlan, step_idx: int,
+                            end_s: float) -> tuple[np.ndarray, list[Sequence]]:
         """``update_from_output`` with drafts: each decode keeps its accepted drafts (drawn) and gives the
         rejected slots back (``num_computed_tokens -= num_rejected``); its token and accepted drafts are
         output, at most up to max_tokens (vLLM counts the accepted before that cut, as here)."""
-        slots, drafts = out.slots, out.num_drafts
-        decoding = out.decoding
-        real = decoding & ~out.padded  # placeholder drafts (a padded resume) are always rejected
+        slots, drafts = out.slots, plan.num_drafts
+        decoding = plan.decoding
+        real = decoding & ~plan.padded  # placeholder drafts (a padded resume) are always rejected
         accepted = np.zeros(len(slots), np.int64)
-        accepted[real] = draw_accepted(self.rng, self.spec.acceptance_rate, drafts[real])
+        accepted[real] = draw_accepted(self.rng, plan.config.acceptance_rate, drafts[real])
         verified = decoding & (drafts > 0)
         self.last_accepted = [(s, a) for s, a in zip([s for s, v in zip(out.seqs, verified.tolist()) if v],
                                                      accepted[verified].tolist())]

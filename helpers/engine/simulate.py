@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from helpers.engine.block_pool import hash_prompts
 from helpers.engine.config import EngineConfig
 from helpers.engine.engine import LLMEngine
-from helpers.engine.request import Request
+from helpers.engine.request import Request, TokenIds
 from helpers.engine.summary import summarize
 from helpers.engine.workload import Workload
 from helpers.hardware import GPUSpec
@@ -92,10 +93,10 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequence[Sequence[int]],
+def simulate_requests(config: EngineConfig, gpu: GPUSpec | str, prompts: Sequence[TokenIds],
                       output_lens: Sequence[int], *, concurrency: int | None = None,
-                      send_at_s: Sequence[float] | None = None,
-                      warmup: tuple[Sequence[Sequence[int]], Sequence[int]] = ((), ()),
+                      send_at_s: Sequence[float] | npt.NDArray[np.float64] | None = None,
+                      warmup: tuple[Sequence[TokenIds], Sequence[int]] = ((), ()),
                       model: ModelSpec | None = None, bulk: bool = True,
                       api_server_s_per_request: float = 0.0, **engine_kwargs: Any) -> SimulationResult:
     """Given prompts (token ids) and output lengths, sent as ``simulate`` sends its own: closed loop with

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.engine.config import EngineConfig
+from helpers.engine.kv_cache_manager import KVCacheManager
 from helpers.engine.request import Sequence, Status
 from helpers.engine.scheduler import Scheduler, SchedulerOutput
 
 
 class StaticScheduler(Scheduler):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, config: EngineConfig, kv: KVCacheManager, max_model_len: int | None = None) -> None:
+        super().__init__(config, kv, max_model_len)
         self.batch: list[Sequence] = []  # members, finished or not, until the whole batch is done
 
     def schedule(self) -> SchedulerOutput:
@@ -39,7 +41,7 @@ class StaticScheduler(Scheduler):
                                num_padding_tokens=members - len(seqs))
 
     def _form_batch(self) -> None:
-        while self.waiting and len(self.batch) < self.config.max_num_seqs:
+        while self.waiting and len(self.batch) < self.max_num_seqs:
             seq = self.waiting[0]
             if not self.kv.allocate_slots(seq, 0, seq.prompt_len + seq.max_tokens):
                 if not self.batch:

@@ -9,9 +9,12 @@ gaps of every request; percentiles use numpy's linear interpolation; an empty me
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILES = (90, 99)
@@ -29,7 +32,7 @@ def _stats(name: str, values_s: np.ndarray, percentiles: Sequence[float]) -> dic
     return out
 
 
-def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
+def summarize(requests: pd.DataFrame | Iterable[Mapping[str, Any]], duration_s: float, *,
               percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> dict[str, Any]:
     """vLLM's benchmark summary of ``requests`` run over ``duration_s`` seconds.
 
@@ -42,7 +45,7 @@ def summarize(requests: Iterable[Mapping[str, Any]] | Any, duration_s: float, *,
     if duration_s <= 0:
         raise ValueError(f"duration_s must be positive, got {duration_s}")
     if hasattr(requests, "columns"):  # a DataFrame: use its columns directly
-        df = requests
+        df: pd.DataFrame = requests
         ok_mask = df["success"].to_numpy(bool) if "success" in df.columns else np.ones(len(df), bool)
         ok = df[ok_mask] if not ok_mask.all() else df
         num_rows = len(df)

@@ -118,7 +118,12 @@ def _fit_mistakes(_: float) -> list[Mistake]:
                                 f"四舍五入了：KV 池只够 {plan.max_concurrency:.2f} 条，最后那一条放不完整，"
                                 "同时放下的请求只能向下取整。"))
     seen = {floor(plan.max_concurrency)}  # a value two mistakes share is named after the first
-    return [m for m in mistakes if not (m.value in seen or seen.add(m.value))]
+    distinct = []
+    for m in mistakes:
+        if m.value not in seen:
+            seen.add(m.value)
+            distinct.append(m)
+    return distinct
 
 
 check_requests_that_fit = NumberExercise(

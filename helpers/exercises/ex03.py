@@ -64,6 +64,8 @@ def _window_gib() -> float:
 
 def _window_mistakes(gib: float) -> list[Mistake]:
     model = load_model(WINDOW_MODEL)
+    if model.sliding_window is None:
+        raise ValueError(f"{WINDOW_MODEL} has no sliding window; exercise 03.3 needs one")
     full = kv_bytes_per_token(model, "fp16") * WINDOW_SEQ_LEN / 2**30
     all_windowed = kv_bytes_per_token(model, "fp16") * model.sliding_window / 2**30
     return [

@@ -64,8 +64,8 @@ def toy_generation_cost(config: ToyConfig, prompt_len: int, max_new_tokens: int,
     total = toy_step_cost(config, prompt_len, 0)
     for step in range(1, max_new_tokens):
         length = prompt_len + step  # tokens in the sequence when this step runs
-        step = toy_step_cost(config, 1, length - 1) if use_cache else toy_step_cost(config, length, 0)
-        total = total + step
+        cost = toy_step_cost(config, 1, length - 1) if use_cache else toy_step_cost(config, length, 0)
+        total = total + cost
     return total
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,11 @@ from helpers.toy.cache import KVCache
 from helpers.toy.config import ToyConfig, toy_preset
 from helpers.toy.model import forward
 from helpers.toy.weights import ToyWeights, init_weights
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from helpers.toy.config import ToyOverrides
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +52,7 @@ class ToyModel:
         self.weights = init_weights(config) if weights is None else weights
 
     @classmethod
-    def from_preset(cls, name: str, **overrides: object) -> ToyModel:
+    def from_preset(cls, name: str, **overrides: Unpack[ToyOverrides]) -> ToyModel:
         """E.g. ``ToyModel.from_preset("small")`` or ``ToyModel.from_preset("large", dtype="float16")``."""
         return cls(toy_preset(name, **overrides))
 
@@ -85,11 +91,11 @@ class ToyModel:
                              f"max_seq_len={self.config.max_seq_len}; generate fewer tokens")
         tokens, times = list(prompt), []
         cache = None
-        for step in range(max_new_tokens):
+        for _ in range(max_new_tokens):
             start = time.perf_counter()
             if not use_cache:
                 logits = self.prefill(np.array(tokens), capacity=len(tokens))[0][-1]
-            elif step == 0:
+            elif cache is None:  # the first step with the cache
                 logits, cache = self.prefill(prompt, capacity=len(prompt) + max_new_tokens)
                 logits = logits[-1]
             else:

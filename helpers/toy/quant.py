@@ -103,8 +103,14 @@ def quantize_matrix(w: np.ndarray, bits: int = 8, group_size: int | None = None)
 def quantize_weights(weights: ToyWeights, bits: int = 8, group_size: int | None = None) -> ToyWeights:
     """The model's block matrices quantized (``MATRICES``); embedding, norms and output head kept, as
     GPTQ/AWQ checkpoints keep ``lm_head`` in 16 bits. Use as ``ToyModel(config, quantize_weights(...))``."""
-    layers = tuple(replace(layer, **{name: quantize_matrix(getattr(layer, name), bits, group_size)
-                                     for name in MATRICES}) for layer in weights.layers)
+    def q(w: np.ndarray | QuantizedMatrix) -> QuantizedMatrix:
+        if isinstance(w, QuantizedMatrix):
+            raise TypeError("these weights are quantized already: quantize the unquantized weights")
+        return quantize_matrix(w, bits, group_size)
+
+    layers = tuple(replace(layer, wq=q(layer.wq), wk=q(layer.wk), wv=q(layer.wv), wo=q(layer.wo),
+                           w_gate=q(layer.w_gate), w_up=q(layer.w_up), w_down=q(layer.w_down))
+                   for layer in weights.layers)  # the MATRICES
     return replace(weights, layers=layers)
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +27,9 @@ from helpers.toy.cache import KVCache
 from helpers.toy.generate import ToyModel
 from helpers.toy.model import forward
 from helpers.toy.probe import best_time_s
+
+if TYPE_CHECKING:
+    from helpers.toy.quant import QuantizedMatrix
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,13 @@ def with_quiet_layers(model: ToyModel, first_quiet_layer: int, scale: float) -> 
     layer rewrite it, so no truncated draft agrees with them; trained LLMs' late layers change the top token
     far less often, the premise of early-exit drafts (Elhoushi et al. 2024, LayerSkip). A stand-in for a
     trained target, so that the toy can show speculation paying as well as failing."""
-    layers = tuple(layer if i < first_quiet_layer else replace(layer, wo=layer.wo * scale,
-                                                               w_down=layer.w_down * scale)
+    def scaled(w: np.ndarray | QuantizedMatrix) -> np.ndarray:
+        if not isinstance(w, np.ndarray):
+            raise TypeError("with_quiet_layers scales unquantized weights: quantize the quiet model instead")
+        return w * scale
+
+    layers = tuple(layer if i < first_quiet_layer else replace(layer, wo=scaled(layer.wo),
+                                                               w_down=scaled(layer.w_down))
                    for i, layer in enumerate(model.weights.layers))
     return ToyModel(model.config, replace(model.weights, layers=layers))
 
@@ -182,7 +192,7 @@ def speculative_sweep(target: ToyModel, draft: ToyModel, prompt_ids: np.ndarray,
     rows = []
     for k in ks:
         run = speculative_generate(target, draft, prompt_ids, max_new_tokens, k)
-        spec_s = best_time_s(lambda k=k: speculative_generate(target, draft, prompt_ids, max_new_tokens, k),
+        spec_s = best_time_s(partial(speculative_generate, target, draft, prompt_ids, max_new_tokens, k),
                              repeats, warmup=False)
         rows.append(SpeculativeTiming(k, run.acceptance_rate, run.tokens_per_round, max_new_tokens / spec_s,
                                       max_new_tokens / plain_s, run.alpha, run.rounds))

@@ -7,10 +7,14 @@ layer is ``x @ W``; they are created directly in ``config.dtype`` (no conversion
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from helpers.toy.config import ToyConfig
+
+if TYPE_CHECKING:
+    from helpers.toy.quant import QuantizedMatrix
 
 # GPT-2 / Llama initialisers use N(0, 0.02); projections that write into the residual stream are
 # scaled by 1/sqrt(2·n_layers) (GPT-2 paper, section 2.3) so activations stay O(1) through depth.
@@ -19,15 +23,18 @@ INIT_STD = 0.02
 
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
+    """One block's weights. The seven matrices are arrays, or ``QuantizedMatrix`` after
+    ``helpers.toy.quant.quantize_weights``; the norm gains are always arrays."""
+
     attn_norm: np.ndarray  # (d_model,)
-    wq: np.ndarray  # (d_model, n_heads * head_dim)
-    wk: np.ndarray  # (d_model, n_kv_heads * head_dim)
-    wv: np.ndarray  # (d_model, n_kv_heads * head_dim)
-    wo: np.ndarray  # (n_heads * head_dim, d_model)
+    wq: np.ndarray | QuantizedMatrix  # (d_model, n_heads * head_dim)
+    wk: np.ndarray | QuantizedMatrix  # (d_model, n_kv_heads * head_dim)
+    wv: np.ndarray | QuantizedMatrix  # (d_model, n_kv_heads * head_dim)
+    wo: np.ndarray | QuantizedMatrix  # (n_heads * head_dim, d_model)
     mlp_norm: np.ndarray  # (d_model,)
-    w_gate: np.ndarray  # (d_model, ffn_dim)
-    w_up: np.ndarray  # (d_model, ffn_dim)
-    w_down: np.ndarray  # (ffn_dim, d_model)
+    w_gate: np.ndarray | QuantizedMatrix  # (d_model, ffn_dim)
+    w_up: np.ndarray | QuantizedMatrix  # (d_model, ffn_dim)
+    w_down: np.ndarray | QuantizedMatrix  # (ffn_dim, d_model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +44,9 @@ class ToyWeights:
     final_norm: np.ndarray  # (d_model,)
     lm_head: np.ndarray  # (d_model, vocab_size): logits = h @ lm_head
 
-    def arrays(self) -> list[np.ndarray]:
-        """Every parameter array once (for counting bytes)."""
-        out = [self.embed, self.final_norm, self.lm_head]
+    def arrays(self) -> list[np.ndarray | QuantizedMatrix]:
+        """Every parameter array (or quantized matrix) once (for counting bytes)."""
+        out: list[np.ndarray | QuantizedMatrix] = [self.embed, self.final_norm, self.lm_head]
         for layer in self.layers:
             out += [getattr(layer, name) for name in LayerWeights.__slots__]
         return out
