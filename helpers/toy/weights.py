@@ -7,14 +7,11 @@ layer is ``x @ W``; they are created directly in ``config.dtype`` (no conversion
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from helpers.toy.config import ToyConfig
-
-if TYPE_CHECKING:
-    from helpers.toy.quant import QuantizedMatrix
+from helpers.toy.qmatrix import QuantizedMatrix
 
 # GPT-2 / Llama initialisers use N(0, 0.02); projections that write into the residual stream are
 # scaled by 1/sqrt(2·n_layers) (GPT-2 paper, section 2.3) so activations stay O(1) through depth.
