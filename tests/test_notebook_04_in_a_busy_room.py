@@ -9,21 +9,16 @@ batch, which the others change.
 """
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 
 import httpx
-import nbformat
-from nbclient import NotebookClient
+from room_learner import run_as_learner
 
-from helpers.client.backend import MOCK_KEY_ENV, MOCK_URL_ENV, ROOM_CONFIG, ROOM_GPU, ROOM_SERVE_ARGS
+from helpers.client.backend import ROOM_CONFIG, ROOM_GPU, ROOM_SERVE_ARGS
 from helpers.client.prom import metric_value, scrape_metrics
 from helpers.server.classroom import load_or_create_keys
 from helpers.server.launcher import spawn_mock_server
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "notebooks" / "04_streaming_ttft_tps.ipynb"
 OTHERS = 24  # the other learners' requests in flight (a room's batch: the fair share is raised for them)
 
 
@@ -56,15 +51,8 @@ def test_04_runs_to_its_end_while_another_learner_keeps_the_engine_busy(tmp_path
     stop, served = threading.Event(), []
     other = threading.Thread(target=_keep_busy, args=(server.base_url, labels["learner-02"], stop, served))
     try:
-        monkeypatch.setenv(MOCK_URL_ENV, server.base_url)
-        monkeypatch.setenv(MOCK_KEY_ENV, labels["learner-01"])
-        monkeypatch.delenv("INFERENCE_LAB_FORBID_INPROCESS_MOCK", raising=False)
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        monkeypatch.setenv("PYTHONPATH", path)
         other.start()
-        nb = nbformat.read(NOTEBOOK, as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+        nb = run_as_learner("04_streaming_ttft_tps", server.base_url, labels["learner-01"], monkeypatch)
         samples = scrape_metrics(server.url)
     finally:
         stop.set()

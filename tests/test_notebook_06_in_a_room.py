@@ -6,19 +6,12 @@ kernel without allow_errors (about 40 s).
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from room_learner import run_as_learner
 
-import nbformat
-from nbclient import NotebookClient
-
-from helpers.client.backend import MOCK_KEY_ENV, MOCK_URL_ENV, ROOM_CONFIG, ROOM_GPU, ROOM_SERVE_ARGS
+from helpers.client.backend import ROOM_CONFIG, ROOM_GPU, ROOM_SERVE_ARGS
 from helpers.client.prom import metric_value, scrape_metrics
 from helpers.server.classroom import load_or_create_keys
 from helpers.server.launcher import spawn_mock_server
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "notebooks" / "06_vllm_config_a_vs_b.ipynb"
 
 
 def test_06_in_a_classroom_sends_its_sweep_to_the_rooms_server(tmp_path, monkeypatch) -> None:
@@ -27,14 +20,7 @@ def test_06_in_a_classroom_sends_its_sweep_to_the_rooms_server(tmp_path, monkeyp
         *ROOM_SERVE_ARGS, "--classroom", "2", "--keys-file", str(keys_file)])
     try:
         key = next(iter(load_or_create_keys(keys_file, 2)[0]))
-        monkeypatch.setenv(MOCK_URL_ENV, server.base_url)
-        monkeypatch.setenv(MOCK_KEY_ENV, key)
-        monkeypatch.delenv("INFERENCE_LAB_FORBID_INPROCESS_MOCK", raising=False)
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        monkeypatch.setenv("PYTHONPATH", path)
-        nb = nbformat.read(NOTEBOOK, as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+        nb = run_as_learner("06_vllm_config_a_vs_b", server.base_url, key, monkeypatch)
         samples = scrape_metrics(server.url)
     finally:
         server.stop()

@@ -6,19 +6,15 @@ closed port and against a real mock that wants another key.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from room_learner import run_as_learner
 
 from helpers import closed_port_url
-from helpers.client.backend import MOCK_KEY_ENV, MOCK_URL_ENV
 from helpers.server.launcher import spawn_mock_server
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "notebooks" / "04_streaming_ttft_tps.ipynb"
 SKIP = "（跳过本单元："
 
 
@@ -28,12 +24,7 @@ def _text(cell) -> str:
 
 
 def _run_04(monkeypatch: pytest.MonkeyPatch, url: str, key: str) -> list:
-    monkeypatch.setenv(MOCK_URL_ENV, url)
-    monkeypatch.setenv(MOCK_KEY_ENV, key)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()  # raises on any error
+    nb = run_as_learner("04_streaming_ttft_tps", url, key, monkeypatch, timeout_s=120)  # raises on any error
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
@@ -68,13 +59,8 @@ def test_04_runs_to_its_end_with_a_key_the_room_refuses(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("name", ["06_vllm_config_a_vs_b", "08_capacity_planning", "09_slo_goodput_cost"])
 def test_every_measuring_notebook_runs_to_its_end_when_the_room_is_away(name: str, monkeypatch) -> None:
-    monkeypatch.setenv(MOCK_URL_ENV, closed_port_url())
-    monkeypatch.setenv(MOCK_KEY_ENV, "sk-class-not-reachable-0123456789")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    path = NOTEBOOK.parent / f"{name}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()  # raises on any error
+    key = "sk-class-not-reachable-0123456789"  # the shape of a classroom key; no server has it
+    nb = run_as_learner(name, closed_port_url(), key, monkeypatch)  # raises on any error
     texts = [_text(c) for c in nb.cells if c.cell_type == "code"]
     assert sum("服务器暂时不可用，稍后重试本单元" in t for t in texts) == 1, "explained once"
     assert any(SKIP in t for t in texts) and not any("Traceback" in t for t in texts)

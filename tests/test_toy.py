@@ -124,12 +124,10 @@ def test_large_preset_is_in_the_requested_size_range():
     assert toy_preset("large", dtype="float16").weight_bytes * 2 == config.weight_bytes
 
 
-def test_the_typed_preset_overrides_are_the_config_fields():
-    from typing import get_type_hints
-
-    from helpers.toy.config import ToyOverrides
-
-    assert get_type_hints(ToyOverrides) == get_type_hints(ToyConfig)
+def test_a_preset_override_that_is_not_a_config_field_is_refused():
+    assert toy_preset("small", seed=3).seed == 3
+    with pytest.raises(TypeError, match="d_modle"):
+        toy_preset("small", d_modle=64)
 
 
 def test_attention_kind_and_config_errors():

@@ -7,12 +7,9 @@ and reads one row of the embedding table: see ``params_read_per_step``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypedDict
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack  # typing.Unpack is 3.11+; only the type checker reads this
 
 # numpy dtype name -> bytes per element. fp32 matmuls run in OpenBLAS (sgemm/sgemv); numpy has no
 # BLAS kernel for fp16, so fp16 matmuls run in numpy's own loops (see notebook 01, section 5).
@@ -115,24 +112,9 @@ PRESETS: dict[str, ToyConfig] = {
 }
 
 
-class ToyOverrides(TypedDict, total=False):
-    """The ``ToyConfig`` fields ``toy_preset`` may override (keep in step with ``ToyConfig``)."""
-
-    vocab_size: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    ffn_dim: int
-    max_seq_len: int
-    rope_theta: float
-    norm_eps: float
-    dtype: str
-    seed: int
-
-
-def toy_preset(name: str, **overrides: Unpack[ToyOverrides]) -> ToyConfig:
-    """A preset by name (``"small"`` or ``"large"``), with fields overridden, e.g. ``dtype="float16"``."""
+def toy_preset(name: str, **overrides: Any) -> ToyConfig:
+    """A preset by name (``"small"`` or ``"large"``), with fields overridden, e.g. ``dtype="float16"``
+    (``dataclasses.replace``: a name that is not a ``ToyConfig`` field is a ``TypeError``)."""
     if name not in PRESETS:
         raise KeyError(f"unknown toy preset {name!r}: choose one of {sorted(PRESETS)}")
     return replace(PRESETS[name], **overrides)

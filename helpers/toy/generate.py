@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -13,11 +13,6 @@ from helpers.toy.cache import KVCache
 from helpers.toy.config import ToyConfig, toy_preset
 from helpers.toy.model import forward
 from helpers.toy.weights import ToyWeights, init_weights
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from helpers.toy.config import ToyOverrides
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +47,7 @@ class ToyModel:
         self.weights = init_weights(config) if weights is None else weights
 
     @classmethod
-    def from_preset(cls, name: str, **overrides: Unpack[ToyOverrides]) -> ToyModel:
+    def from_preset(cls, name: str, **overrides: Any) -> ToyModel:
         """E.g. ``ToyModel.from_preset("small")`` or ``ToyModel.from_preset("large", dtype="float16")``."""
         return cls(toy_preset(name, **overrides))
 
