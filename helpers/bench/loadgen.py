@@ -12,11 +12,14 @@ Two modes, as vLLM's ``benchmarks/serve.py``:
 
 The clock of each request starts when it is sent, after it has got its slot; the wait for the slot is kept
 apart as ``queue_wait_s`` (starting the clock before the semaphore counts client queueing as server TTFT,
-vllm#54101). Requests leave one per turn of the event loop, with the network read in between: when a wave of
-streams ends in one engine step, the next wave's requests (about 1 ms of SDK work each) would otherwise all
-run before any chunk is read, and a chunk left unread that long is stamped late (with kernel stamps: merged
-with the next one, ``helpers.client.rxclock``). Warm-up requests open the connections and are left out of the
-figures. Every request ends as a record, failed or not, appended to ``save_jsonl`` as it finishes.
+vllm#54101). A request leaves the moment it has its slot, as in vLLM's ``benchmarks/serve.py``: the load is
+the one asked for, whatever else the client's event loop has to do. The price: while a burst of C requests
+leaves (about 1 ms of SDK work each), no stream is read, so a chunk that arrives meanwhile is read with the
+next one and stamped at the later arrival (``helpers.client.rxclock``). Letting them leave one per turn of
+the loop avoided that, but made a busy client offer far less than the asked concurrency: on two cores beside
+real vLLM, 16 closed-loop requests left over seconds, one more each time a stream ended.
+Warm-up requests open the connections and are left out of the figures. Every request ends as a record, failed
+or not, appended to ``save_jsonl`` as it finishes.
 """
 
 from __future__ import annotations
@@ -62,7 +65,6 @@ async def _send_all(
     """Send every prompt on schedule through ``measure``; returns the wall time from the start to the last
     request's end."""
     slots = asyncio.Semaphore(concurrency) if concurrency else None
-    leaving = asyncio.Lock()  # one request leaves per turn of the loop (module doc)
     t0 = time.perf_counter()
 
     async def one(index: int, prompt: BenchPrompt) -> None:
@@ -71,8 +73,6 @@ async def _send_all(
             await asyncio.sleep(delay_s)
         queued = time.perf_counter()
         async with slots if slots is not None else contextlib.nullcontext():
-            async with leaving:
-                await asyncio.sleep(0)  # hold it for one turn, so the requests behind it wait for the next
             sent = time.perf_counter()
             result = await measure(prompt, index=index, start_s=sent - t0, queue_wait_s=sent - queued)
         on_done(result)

@@ -15,8 +15,8 @@ Limits:
 - A stamp is exact only when the client reads a chunk before the next one arrives: segments that wait unread
   in the receive queue are merged and keep the stamp of the latest, so the earlier chunks of such a read are
   stamped when the last of them arrived (still never later than at the read). Gaps between tokens are 10-20
-  ms in our load tests; the client's event loop must not go that long without reading, which is why
-  ``helpers.bench.loadgen`` lets its requests leave one per turn of the loop.
+  ms in our load tests; the client's event loop must not go that long without reading (it does while a burst
+  of requests leaves: ``helpers.bench.loadgen`` sends them at once, so that the load is the one asked for).
 - Plain TCP only: no TLS (TaoToken's https keeps the SDK's default backend, and its chunks are stamped at the
   read), no proxy (a proxy receives the chunks first).
 - Linux only. Where a read carries no stamp, ``last_rx_s`` is ``time.perf_counter()`` at the read. That also

@@ -3,7 +3,12 @@
 - ``kv_check``: the startup log's KV cache size against the course's calculator for the tiny model.
 - ``measure_ab``: the same workload on each server with the course's harness, plus what ``/metrics`` counted
   during the run (prefix-cache queries and hits, preemptions, the engine's steps and the tokens computed in
-  them: the engine's own clock, which a busy machine does not change).
+  them: the engine's own clock, which a busy machine does not change). ``WORKLOAD`` sends its 32 requests
+  at once: in notebook 06's closed loop at 16 the next request reaches the engine only after the API server
+  and the client have handled the end of another, and on two cores they get what is left beside vLLM's
+  engine core, which busy-polls its worker for ``ENGINE_CORE_BUSY_POLL_S`` after every result (and the
+  worker): B's step count then measured the front end (136-904 steps for 2,048 tokens in one afternoon here),
+  not the scheduler. A burst puts every request before the engine within about 0.1 s.
 - ``measure_tiny_ab``: the same for a workload of another notebook's (06): config A, then config B, one
   server at a time (a 2-core machine runs one well), each stopped when measured.
 - ``cpu_profile``: this CPU as the simulator's "GPU": memory bandwidth and FLOP/s measured here with numpy on
@@ -31,7 +36,11 @@ from helpers.vllm_local import TINY_LLAMA, VllmServer, config_a, config_b, model
 from helpers.vllm_local.tiny_model import VOCAB_TARGET
 
 WORKLOAD = {"num_prompts": 32, "input_len": 200, "shared_prefix_len": 150, "output_len": 64,
-            "concurrency": 16}
+            "concurrency": 32}
+# vLLM's shm message queue readers spin (sched_yield) this long after a read before sleeping on a socket
+# (SpinCondition's busy_loop_s, vllm/distributed/device_communicators/shm_broadcast.py; checked by
+# tests/vllm/test_facts.py)
+ENGINE_CORE_BUSY_POLL_S = 1.0
 _COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions", "engine_steps",
              "engine_step_tokens")
 

@@ -24,6 +24,7 @@ from helpers.hardware import list_gpus, load_gpu
 from helpers.kvcache.batch_defaults import vllm_batch_defaults
 from helpers.kvcache.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from helpers.lessons.config_ab_launch import vllm_launch
+from helpers.lessons.real_vllm import ENGINE_CORE_BUSY_POLL_S
 from helpers.server.errors import queue_overflow
 from helpers.vllm_version import VLLM_VERSION
 
@@ -372,3 +373,14 @@ def test_prompt_tokens_details_needs_the_flag(facts):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_the_engine_core_busy_polls_its_worker(facts):
+    """Why notebook 12 sends its A/B workload at once (helpers/lessons/real_vllm.py): vLLM's engine core spins
+    on the shared-memory queue for a while after each result before it sleeps, so on two cores the API
+    server and the client get what is left."""
+    assert facts["engine_core_polling"] == {"busy_loop_s": ENGINE_CORE_BUSY_POLL_S, "yields": True}, (
+        f"预期 vLLM 的 SpinCondition 在每次读到结果后忙等 {ENGINE_CORE_BUSY_POLL_S:g} 秒（sched_yield），"
+        f"装的 vLLM 给出 {facts['engine_core_polling']}：更新 ENGINE_CORE_BUSY_POLL_S 和第 12 课的说明。")
+    text = (ROOT / "notebooks" / "12_real_vllm.ipynb").read_text(encoding="utf-8")
+    assert f"忙等 {ENGINE_CORE_BUSY_POLL_S:g} 秒" in text, "第 12 课第 3 节应写出 vLLM 引擎进程忙等的时长"

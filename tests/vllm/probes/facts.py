@@ -426,6 +426,18 @@ def prompt_tokens_details() -> dict:
     return out
 
 
+def engine_core_polling() -> dict:
+    """How the engine core waits for its worker (shm message queue): busy-polling with sched_yield for
+    ``busy_loop_s`` after each read, only then sleeping on a socket."""
+    import inspect
+
+    from vllm.distributed.device_communicators import shm_broadcast
+
+    condition = shm_broadcast.SpinCondition
+    return {"busy_loop_s": inspect.signature(condition.__init__).parameters["busy_loop_s"].default,
+            "yields": "sched_yield()" in inspect.getsource(condition.wait)}
+
+
 def main() -> None:
     logging.disable(logging.WARNING)
     import vllm
@@ -451,6 +463,7 @@ def main() -> None:
         "bench_serve_options": bench_serve_options(),
         "bench_sweep": bench_sweep(),
         "prompt_tokens_details": prompt_tokens_details(),
+        "engine_core_polling": engine_core_polling(),
         "gated_delta_net": gated_delta_net_shapes(spec["gdn"]) if "gdn" in spec else None,
         "hybrid_pool": hybrid_pool(spec["hybrid_pool"]) if "hybrid_pool" in spec else None,
     }
