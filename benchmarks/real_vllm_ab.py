@@ -2,7 +2,7 @@
 
 Run ``.venv/bin/python benchmarks/real_vllm_ab.py [--repeat 2]`` after ``make vllm`` (about 2 min to
 start the two servers, 20 s a round). Each round runs notebook 12's workload (``WORKLOAD`` in
-``helpers.lessons.real_vllm``: 32 requests, 16 concurrent, 200-token prompts sharing 150, 64 tokens out) on
+``helpers.lessons.real_vllm``: 32 requests sent at once, 200-token prompts sharing 150, 64 tokens out) on
 A, then B, and prints each one's output throughput and B/A, beside the engine's step counts from
 ``/metrics`` (A's steps / B's). Target: B's throughput over 2x A's on a quiet 2-core machine. The tests
 judge the step counts (the engine's clock); the wall ratio moves with whatever else runs on the machine,

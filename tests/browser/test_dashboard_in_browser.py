@@ -122,8 +122,11 @@ def test_the_dashboard_equals_the_clients_numbers_under_a_60_learner_load(browse
     try:
         page.goto(f"{server.url}/dashboard")
         page.wait_for_function("document.getElementById('status').textContent.startsWith('更新于')")
-        assert page.text_content("#running") == "0"
-        assert len(_page_rows(page)) == LEARNERS
+        assert page.text_content("#running") == "0", (
+            f"预期开课前看板显示 0 个运行中，实际 {page.text_content('#running')}：看 mock 是否残留了请求。")
+        assert len(_page_rows(page)) == LEARNERS, (
+            f"预期看板列出 {LEARNERS} 位学员，实际 {len(_page_rows(page))} 行："
+            "检查 --classroom 与 keys 文件。")
         started = time.monotonic()
         load.start()
         moving = "Number(document.getElementById('running').textContent) > 8"
@@ -139,7 +142,7 @@ def test_the_dashboard_equals_the_clients_numbers_under_a_60_learner_load(browse
                                timeout=10000)
         stop.set()
         load.join(timeout=180)
-        assert not load.is_alive(), "the simulated room did not finish"
+        assert not load.is_alive(), "预期模拟的教室在 180 秒内结束，它还在跑：看 _run_room 卡在哪个请求上。"
         page.wait_for_function("Number(document.getElementById('running').textContent) === 0 && "
                                "Number(document.getElementById('waiting').textContent) === 0", timeout=60000)
         time.sleep(2.5)  # two more polls: every ending recorded, the page redrawn
@@ -153,32 +156,46 @@ def test_the_dashboard_equals_the_clients_numbers_under_a_60_learner_load(browse
         server.stop()
 
     # the page's numbers are the client's
-    assert room.transport_errors == 0
+    assert room.transport_errors == 0, (
+        f"预期 0 个传输错误（连接被重置、读错误），实测 {room.transport_errors}："
+        "看服务器日志和 keep-alive 设置。")
     for label in keys:
         client = {kind: room.tally[label][kind] for kind in KINDS}
         shown = {kind: int(after[label][kind]) for kind in KINDS}
-        assert shown == client, (label, shown, client)
+        assert shown == client, (
+            f"{label}：预期看板的计数等于客户端的 {client}，看板是 {shown}：看 server/classroom 的计数。")
     total = {kind: sum(room.tally[label][kind] for label in keys) for kind in KINDS}
     failures = sum(total[k] for k in KINDS[1:])
-    assert tiles["completed"] == f"{total['completed']} / {failures}"
-    assert all(total[kind] > 0 for kind in KINDS), total  # every kind occurred and was told apart
-    assert f"429 {total['429']}" in tiles["failures"] and f"中断 {total['aborted']}" in tiles["failures"]
+    assert tiles["completed"] == f"{total['completed']} / {failures}", (
+        f"预期“完成/失败”格显示 {total['completed']} / {failures}，看板是 {tiles['completed']}。")
+    assert all(total[kind] > 0 for kind in KINDS), (  # every kind occurred and was told apart
+        f"预期每种结果（{'、'.join(KINDS)}）都出现过，客户端记到 {total}："
+        "模拟教室的故障学员没有起作用。")
+    assert f"429 {total['429']}" in tiles["failures"] and f"中断 {total['aborted']}" in tiles["failures"], (
+        f"预期失败格分开写出 429 {total['429']} 和 中断 {total['aborted']}，看板是 {tiles['failures']}。")
     # TTFT: the server's wall clock (received → first token sent) lies inside the client's (sent → first
     # token read); here the 60 learners share one Python process and two cores with the server and Chromium,
     # so the client's own delays are large (tests/test_server_classroom_dashboard.py compares a quiet room)
     page_p50 = float(tiles["ttft"].split("/")[0])
     client_p50 = 1000 * statistics.median(room.ttft_s)
-    assert 0 < page_p50 <= client_p50 + 5, (page_p50, client_p50)
+    assert 0 < page_p50 <= client_p50 + 5, (
+        f"预期看板的 TTFT P50（服务器墙钟）不超过客户端的 {client_p50:.0f} ms + 5 ms，"
+        f"看板是 {page_p50:.0f} ms。")
     # who needs help comes first, by the reason
     for label in FAILING + ABORTING:
-        assert during[label]["status"] == "failing", (label, during[label])
+        assert during[label]["status"] == "failing", (
+            f"预期 {label}（一直失败或中断）标为 failing，看板：{during[label]}")
     for label in RUNAWAY:
-        assert during[label]["status"] in ("failing", "runaway"), (label, during[label])  # 429 storms
+        assert during[label]["status"] in ("failing", "runaway"), (  # 429 storms
+            f"预期 {label}（不停地发请求）标为 runaway 或 failing，看板：{during[label]}")
     helped = [r["order"] for r in during.values() if r["status"] in ("failing", "starved", "runaway")]
     others = [r["order"] for r in during.values() if r["status"] in ("busy", "idle")]
-    assert max(helped) < min(others)
-    assert height <= 1300, f"60 learners should fit a projector page; it is {height} px tall"
-    assert all(key not in content for key in keys.values())
-    assert outside_requests[before:] == []
+    assert max(helped) < min(others), (
+        f"预期需要帮助的学员排在最前（位置 {sorted(helped)}），其余从 {min(others)} 起：检查看板的排序。")
+    assert height <= 1300, (
+        f"预期 60 位学员放得进一页投影（≤ 1300 px），页面高 {height} px：压缩表格行高。")
+    assert all(key not in content for key in keys.values()), (
+        "预期看板上不出现任何学员的 Key，页面里有：检查脱敏。")
+    assert outside_requests[before:] == [], f"预期看板不访问外网，它请求了：{outside_requests[before:]}"
     print(f"\n60 learners: client {total}, page TTFT P50 {page_p50:.0f} ms vs client {client_p50:.0f} ms, "
           f"tokens/s {tiles['tps']}, page height {height} px")
