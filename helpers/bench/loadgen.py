@@ -15,11 +15,11 @@ apart as ``queue_wait_s`` (starting the clock before the semaphore counts client
 vllm#54101). A request leaves the moment it has its slot, as in vLLM's ``benchmarks/serve.py``: the load is
 the one asked for, whatever else the client's event loop has to do. The price: while a burst of C requests
 leaves (about 1 ms of SDK work each), no stream is read, so a chunk that arrives meanwhile is read with the
-next one and stamped at the later arrival (``helpers.client.rxclock``; ``benchmarks/client_accuracy.py`` on
-two cores: TTFT error P99 0.07-0.19 ms at concurrency 16, 156-169 ms at 64, where a burst's SDK work takes
-that long). Letting them leave one per turn of the loop bounded that (13-27 ms at 16 and 64), but made a busy
-client offer far less than the asked concurrency: on two cores beside real vLLM, 16 closed-loop requests
-left over seconds, one more each time a stream ended.
+next one and stamped at the later arrival (``helpers.client.rxclock``). ``benchmarks/client_accuracy.py`` on
+two cores with two busy-looping processes beside it: TTFT error P99 0.07-0.19 ms at concurrency 16, 156-169
+ms at 64, where a burst's SDK work takes that long. Letting them leave one per turn of the loop bounded that
+(13-27 ms at 16 and 64), but made a busy client offer far less than the asked concurrency: on two cores
+beside real vLLM, 16 closed-loop requests left over seconds, one more each time a stream ended.
 Warm-up requests open the connections and are left out of the figures. Every request ends as a record, failed
 or not, appended to ``save_jsonl`` as it finishes.
 """
