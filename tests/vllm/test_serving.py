@@ -3,12 +3,12 @@
 The workload of notebook 12 (``WORKLOAD``): 32 streams sent at once, prompts sharing a system prompt, 64
 output tokens each (``ignore_eos``: the tiny model's random weights would stop anywhere; why at once: the
 module doc of helpers/lessons/real_vllm.py); the small pool gets a closed loop of 16.
-What must hold on any machine, busy
-or not, judged on the engine's clock (its step count): A makes one token per step, B the same tokens in
-under a quarter of the steps (about 15x fewer here; the wall-clock throughput ratio, 4-7x here, is printed by
-benchmarks/real_vllm_ab.py); B hits its prefix cache and A, with caching off, never does; a pool too small
-for the load preempts and still finishes every request with its token count; each streamed chunk is one
-token; the startup log's KV numbers are the course's formula.
+What must hold on any machine, busy or not, judged on the engine's clock (its step count): A makes one token
+per step, B the same tokens in under a quarter of the steps (10-31x fewer here, also with three busy-looping
+processes beside it; the wall-clock throughput ratio is printed by benchmarks/real_vllm_ab.py); B hits its
+prefix cache and A, with caching off, never does; a pool too small for the load preempts and still finishes
+every request with its token count; each streamed chunk is one token; the startup log's KV numbers are the
+course's formula.
 """
 from __future__ import annotations
 
