@@ -5,10 +5,10 @@
   during the run (prefix-cache queries and hits, preemptions, the engine's steps and the tokens computed in
   them: the engine's own clock, which a busy machine does not change). ``WORKLOAD`` sends its 32 requests
   at once: in notebook 06's closed loop at 16 the next request reaches the engine only after the API server
-  and the client have handled the end of another, and on two cores they get what is left beside vLLM's
-  engine core, which busy-polls its worker for ``ENGINE_CORE_BUSY_POLL_S`` after every result (and the
-  worker): B's step count then measured the front end (136-904 steps for 2,048 tokens in one afternoon here),
-  not the scheduler. A burst puts every request before the engine within about 0.1 s.
+  and the client have handled the end of another, and on two cores they get what the worker and vLLM's
+  engine core leave (it busy-polls the worker for ``ENGINE_CORE_BUSY_POLL_S`` after every result): B's step
+  count then measured the front end (136-904 steps for 2,048 tokens in one afternoon here), not the
+  scheduler. A burst puts every request before the engine within about 0.1 s.
 - ``measure_tiny_ab``: the same for a workload of another notebook's (06): config A, then config B, one
   server at a time (a 2-core machine runs one well), each stopped when measured.
 - ``cpu_profile``: this CPU as the simulator's "GPU": memory bandwidth and FLOP/s measured here with numpy on

@@ -371,10 +371,6 @@ def test_prompt_tokens_details_needs_the_flag(facts):
     assert details["enabled=True/cached=0"]["cached_tokens"] == 0
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
-
 def test_the_engine_core_busy_polls_its_worker(facts):
     """Why notebook 12 sends its A/B workload at once (helpers/lessons/real_vllm.py): vLLM's engine core spins
     on the shared-memory queue for a while after each result before it sleeps, so on two cores the API
@@ -384,3 +380,7 @@ def test_the_engine_core_busy_polls_its_worker(facts):
         f"装的 vLLM 给出 {facts['engine_core_polling']}：更新 ENGINE_CORE_BUSY_POLL_S 和第 12 课的说明。")
     text = (ROOT / "notebooks" / "12_real_vllm.ipynb").read_text(encoding="utf-8")
     assert f"忙等 {ENGINE_CORE_BUSY_POLL_S:g} 秒" in text, "第 12 课第 3 节应写出 vLLM 引擎进程忙等的时长"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
